@@ -1,0 +1,53 @@
+"""The command-line shape every stage script shares.
+
+    python scripts/<stage>.py [--config FILE ...] [--force] [key=value ...]
+
+``key=value`` pairs override the YAML configuration (``profile=tiny``,
+``dataset=conll2003/en``, ``gold=200``, ``ner.epochs=5`` ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from aclm.config import ConfigError, load_config
+from aclm.data import DataError
+from aclm.runtime import setup_logging
+
+
+def stage_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="config overrides, e.g. profile=tiny dataset=multiconer/en gold=100 seed=1")
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="extra YAML file(s) merged after the profile and method")
+    parser.add_argument("--force", action="store_true", help="re-run even if the outputs are current")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tuple[argparse.Namespace, DictConfig]:
+    args = parser.parse_args(argv)
+    setup_logging()
+    try:
+        cfg = load_config(args.overrides, args.config)
+    except (ConfigError, KeyError) as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    if args.print_config:
+        print(OmegaConf.to_yaml(cfg, resolve=True))
+        sys.exit(0)
+    return args, cfg
+
+
+def main_guard(main: Callable[[], None]) -> None:
+    """Run a script's ``main``; turn expected user errors into one clear line and exit code 1."""
+    try:
+        main()
+    except (DataError, FileNotFoundError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,261 @@
+"""Typed, composable run configuration.
+
+The values live in YAML (``configs/paper.yaml`` is the base profile; other
+profiles name it under ``inherits``; ``configs/methods/<name>.yaml`` adds a
+method's settings); this module only declares their types.  Command-line
+``key=value`` overrides are merged last, e.g.::
+
+    python scripts/train_ner.py profile=tiny dataset=multiconer/en gold=100 ner.epochs=3
+
+Unknown keys, wrong types and values outside a key's choices fail on load
+with the offending key named.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+
+from aclm.io import sha256_text
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = PROJECT_ROOT / "configs"
+
+
+@dataclass
+class NERConfig:
+    model: str = MISSING                 # HF id or local path (S1/S7 encoder)
+    tagger: str = MISSING                # linear | bilstm_crf (WikiNEuRal)
+    layers: str = MISSING                # flair layer spec, "-1" or "-1,-2,-3,-4"
+    layer_mean: bool = MISSING
+    subtoken_pooling: str = MISSING      # first | mean | first_last | last
+    fine_tune: bool = MISSING
+    optimizer: str = MISSING             # adam | adamw | sgd
+    lr: float = MISSING
+    batch_size: int = MISSING
+    epochs: int = MISSING
+    anneal_on_plateau: bool = MISSING    # flair's default scheduler (released code)
+    warmup_fraction: float = MISSING     # linear warm-up share when not annealing
+    hidden_size: int = MISSING           # BiLSTM (bilstm_crf only)
+    rnn_layers: int = MISSING
+    dropout: float = MISSING
+    eval_batch_size: int = MISSING
+
+
+@dataclass
+class KeywordConfig:
+    selection: str = MISSING             # attention | random | none (ACLM, -random, -only-entity)
+    layers: str = MISSING                # last1 | last4 | all | "8-11" (0-based, inclusive)
+    p: float = MISSING                   # keyword rate: k = ceil(p * non-entity words)
+    stopwords: str = MISSING             # stopwordsiso | none
+    batch_size: int = MISSING
+    max_subtokens: int = MISSING         # longer sentences get no keywords (counted)
+
+
+@dataclass
+class GeneratorConfig:
+    model: str = MISSING                 # mBART-50 id or local path
+    lr: float = MISSING
+    batch_size: int = MISSING
+    epochs: int = MISSING
+    weight_decay: float = MISSING
+    max_length: int = MISSING            # tokens in and out during fine-tuning
+    mixed_precision: str = MISSING       # auto | no | bf16 | fp16 (auto: bf16 on a capable GPU)
+    label_token_init: dict = field(default_factory=dict)  # type -> words its label tokens start from
+
+
+@dataclass
+class MixnerConfig:
+    mode: str = MISSING                  # paper (Gaussian gate) | code (3 plain + 2 mixed) | off
+    beta: float = MISSING                # paper: mix when gamma > beta
+    gamma_sigma: float = MISSING
+    code_mixed_rounds: int = MISSING     # code: the last rounds use the 1st, 2nd... neighbour
+    retrieval_k: int = MISSING           # neighbours to sample from
+    embedder: str = MISSING              # Sentence-BERT id or local path
+    batch_size: int = MISSING
+
+
+@dataclass
+class GenerationConfig:
+    rounds: int = MISSING                # R
+    top_k: int = MISSING
+    num_beams: int = MISSING
+    max_length: int = MISSING
+    batch_size: int = MISSING
+    mixner: MixnerConfig = field(default_factory=MixnerConfig)
+
+
+@dataclass
+class PostprocessConfig:
+    consistency_filter: bool = MISSING   # keep only what the S1 model tags identically
+    max_similarity: float = MISSING      # drop if token overlap with the source is above (1.0 = only identical)
+    drop_entity_free: bool = MISSING
+
+
+@dataclass
+class LwTRConfig:
+    p: float = MISSING
+
+
+@dataclass
+class DAGAConfig:
+    embedding_dim: int = MISSING
+    hidden_size: int = MISSING
+    dropout: float = MISSING
+    lr: float = MISSING
+    epochs: int = MISSING
+    batch_size: int = MISSING
+    max_length: int = MISSING
+
+
+@dataclass
+class MELMConfig:
+    model: str = MISSING
+    mask_rate: float = MISSING           # eta, entity tokens masked in training
+    epochs: int = MISSING
+    lr: float = MISSING
+    batch_size: int = MISSING
+    top_k: int = MISSING
+    rounds: int = MISSING
+    code_mix: bool = MISSING
+    code_mix_languages: list = field(default_factory=list)
+
+
+@dataclass
+class SplitConfig:
+    source: str = MISSING                # stratified | released (the authors' samples, where shipped)
+    sizes: list = field(default_factory=list)
+    dev_size: Optional[Union[int, str]] = None  # a number, "gold" (as many as the gold sample) or null (full dev)
+
+
+@dataclass
+class Config:
+    profile: str = MISSING
+    method: str = MISSING
+    dataset: str = MISSING               # a key of configs/datasets.yaml
+    test_datasets: list = field(default_factory=list)  # extra test sets (cross-lingual)
+    gold: Union[int, str] = MISSING      # gold sentences, or "full"
+    seed: int = MISSING
+    data_dir: str = MISSING
+    run_dir: str = MISSING
+    device: str = MISSING                # auto | cpu | cuda
+    splits: SplitConfig = field(default_factory=SplitConfig)
+    ner: NERConfig = field(default_factory=NERConfig)
+    keywords: KeywordConfig = field(default_factory=KeywordConfig)
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    postprocess: PostprocessConfig = field(default_factory=PostprocessConfig)
+    lwtr: LwTRConfig = field(default_factory=LwTRConfig)
+    daga: DAGAConfig = field(default_factory=DAGAConfig)
+    melm: MELMConfig = field(default_factory=MELMConfig)
+
+
+CHOICES: dict[str, tuple] = {
+    "method": ("gold_only", "aclm", "aclm_random", "aclm_only_entity",
+               "lwtr", "daga", "mulda", "melm", "wikineural"),
+    "device": ("auto", "cpu", "cuda"),
+    "splits.source": ("stratified", "released"),
+    "ner.tagger": ("linear", "bilstm_crf"),
+    "ner.optimizer": ("adam", "adamw", "sgd"),
+    "ner.subtoken_pooling": ("first", "last", "first_last", "mean"),
+    "keywords.selection": ("attention", "random", "none"),
+    "keywords.stopwords": ("stopwordsiso", "none"),
+    "generator.mixed_precision": ("auto", "no", "bf16", "fp16"),
+    "generation.mixner.mode": ("paper", "code", "off"),
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _load_yaml_chain(path: Path, seen: tuple[Path, ...] = ()) -> DictConfig:
+    """Load a YAML file after the files it ``inherits`` (a name or list of names)."""
+    if not path.exists():
+        raise ConfigError(f"config file not found: {path}")
+    if path in seen:
+        raise ConfigError(f"{path}: circular 'inherits'")
+    node = OmegaConf.load(path)
+    parents = node.pop("inherits", None) or []
+    merged = OmegaConf.create()
+    for parent in [parents] if isinstance(parents, str) else parents:
+        merged = OmegaConf.merge(merged, _load_yaml_chain(_resolve_config_file(parent, path.parent), seen + (path,)))
+    return OmegaConf.merge(merged, node)
+
+
+def _resolve_config_file(name: str, base: Path = CONFIG_DIR) -> Path:
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml"):
+        return candidate if candidate.is_absolute() or candidate.exists() else base / candidate
+    return base / f"{name}.yaml"
+
+
+def load_config(overrides: list[str] | None = None, config_files: list[str] | None = None) -> DictConfig:
+    """Schema <- profile (and what it inherits) <- method file <- files <- overrides."""
+    overrides = list(overrides or [])
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"overrides must look like key=value, got {bad}")
+    cli = OmegaConf.from_dotlist(overrides)
+    profile = cli.get("profile", "paper")
+    method = cli.get("method", "gold_only")
+
+    cfg = OmegaConf.structured(Config)
+    layers = [_load_yaml_chain(_resolve_config_file(profile, CONFIG_DIR / "profiles"))]
+    method_file = CONFIG_DIR / "methods" / f"{method}.yaml"
+    if not method_file.exists():
+        raise ConfigError(f"unknown method {method!r}: no {method_file}")
+    layers.append(OmegaConf.load(method_file))
+    layers += [_load_yaml_chain(_resolve_config_file(f)) for f in config_files or []]
+    layers.append(cli)
+    try:
+        for layer in layers:
+            cfg = OmegaConf.merge(cfg, layer)
+    except Exception as err:  # omegaconf's messages name the key; keep them
+        raise ConfigError(f"invalid configuration: {err}") from None
+    cfg.profile, cfg.method = profile, method
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: DictConfig) -> None:
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise ConfigError(f"configuration has no value for: {', '.join(missing)}")
+    for key, allowed in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not one of {allowed}")
+    if not (isinstance(cfg.gold, int) or cfg.gold == "full"):
+        raise ConfigError(f"gold={cfg.gold!r}: give a number of sentences or 'full'")
+    if not (cfg.splits.dev_size in (None, "gold") or isinstance(cfg.splits.dev_size, int)):
+        raise ConfigError(f"splits.dev_size={cfg.splits.dev_size!r}: give a number, 'gold' or null")
+    if not 0.0 <= cfg.keywords.p <= 1.0:
+        raise ConfigError(f"keywords.p={cfg.keywords.p} must lie in [0, 1]")
+
+
+def model_path(name: str) -> str:
+    """A model id or path; relative paths are read from the project root when they exist there."""
+    local = PROJECT_ROOT / name
+    return str(local) if not Path(name).is_absolute() and local.exists() else name
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain Python values (for JSON) from configs, possibly nested in dicts and lists."""
+    if isinstance(obj, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(obj, resolve=True)
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def config_hash(*parts: Any) -> str:
+    """Stable short hash of config sections (and any other JSON-able values)."""
+    payload = json.dumps([to_dict(p) for p in parts], sort_keys=True, default=str)
+    return sha256_text(payload)[:16]

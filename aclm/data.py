@@ -1,0 +1,202 @@
+"""Tagged sentences and the CoNLL-like files they live in.
+
+Every stage reads and writes the same plain format (``token<TAB>tag``, a blank
+line between sentences), so any artifact can be opened, diffed and fed to any
+other tool.  The reader also accepts the other layouts found in the data we
+use, and refuses malformed input with the file and line at fault rather than
+silently dropping it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from aclm.io import atomic_write_text
+
+FORMATS = ("auto", "token_tag", "index_token_tag", "token_offset_tag", "multiconer")
+_TAG_RE = re.compile(r"^(?:O|[BI]-\S+)$", re.IGNORECASE)
+
+
+class DataError(ValueError):
+    """Malformed input, raised with the file and line at fault."""
+
+
+@dataclass
+class TaggedSentence:
+    tokens: list[str]
+    tags: list[str]
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) != len(self.tags):
+            raise DataError(f"{len(self.tokens)} tokens but {len(self.tags)} tags: {self.tokens}")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def entity_types(self) -> set[str]:
+        return {t[2:] for t in self.tags if t != "O"}
+
+    def spans(self) -> list[tuple[int, int, str]]:
+        """Entities as ``(start, end_exclusive, type)``; tags must be normalised."""
+        return bio_spans(self.tags)
+
+
+def bio_spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:
+    """Entity spans of a BIO sequence (an ``I-`` after ``O`` or another type opens a span)."""
+    spans: list[tuple[int, int, str]] = []
+    for i, tag in enumerate(tags):
+        if tag == "O":
+            continue
+        prefix, etype = tag[0], tag[2:]
+        if prefix == "I" and spans and spans[-1][1] == i and spans[-1][2] == etype:
+            spans[-1] = (spans[-1][0], i + 1, etype)
+        else:
+            spans.append((i, i + 1, etype))
+    return spans
+
+
+def normalise_tags(tags: Sequence[str]) -> list[str]:
+    """Upper-case the BIO prefix and turn an entity-opening ``I-X`` into ``B-X``.
+
+    The entity type keeps its case (``B-Disease`` stays) unless the whole tag
+    is lower-case (``b-per`` becomes ``B-PER``), so a dataset's label set stays
+    consistent with itself and with its paper's tables.
+    """
+    out: list[str] = []
+    for tag in tags:
+        if tag.upper() == "O":
+            out.append("O")
+            continue
+        prefix, etype = tag[0].upper(), tag[2:].upper() if tag.islower() else tag[2:]
+        previous = out[-1] if out else "O"
+        if prefix == "I" and (previous == "O" or previous[2:] != etype):
+            prefix = "B"
+        out.append(f"{prefix}-{etype}")
+    return out
+
+
+def _detect_format(path: Path, lines: list[str]) -> str:
+    """Guess the column layout from the first sentence of the file."""
+    first: list[list[str]] = []
+    for line in lines:
+        stripped = line.strip()
+        if not stripped:
+            if first:
+                break
+            continue
+        if stripped.startswith("# id") or "-DOCSTART-" in stripped:
+            continue
+        first.append(split_columns(stripped))
+    if not first:
+        return "token_tag"
+    width = len(first[0])
+    if width == 4 and first[0][1:3] == ["_", "_"]:
+        return "multiconer"
+    if width == 2:
+        return "token_tag"
+    if width == 3:
+        if all(cols[0] == str(i) for i, cols in enumerate(first)):
+            return "index_token_tag"
+        return "token_offset_tag"
+    raise DataError(f"{path}:1: cannot tell the column layout ({width} columns)")
+
+
+def split_columns(line: str) -> list[str]:
+    return [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
+
+
+_COLUMNS = {"token_tag": (2, 0, 1), "index_token_tag": (3, 1, 2),
+            "token_offset_tag": (3, 0, 2), "multiconer": (4, 0, 3)}
+
+
+def read_conll(path: str | Path, fmt: str = "auto") -> list[TaggedSentence]:
+    """Read sentences from any supported layout, normalising the tags.
+
+    Skipped on purpose: ``-DOCSTART-`` lines and MultiCoNER's ``# id`` lines.
+    Everything else that is not a well-formed token line is an error.
+    """
+    path = Path(path)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if fmt == "auto":
+        fmt = _detect_format(path, lines)
+    width, token_col, tag_col = _COLUMNS[fmt]
+
+    sentences: list[TaggedSentence] = []
+    tokens: list[str] = []
+    tags: list[str] = []
+    start_line = 0
+
+    def flush() -> None:
+        if tokens:
+            sentences.append(TaggedSentence(list(tokens), normalise_tags(tags),
+                                            {"source": f"{path}:{start_line}"}))
+        tokens.clear()
+        tags.clear()
+
+    for lineno, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped:
+            flush()
+            continue
+        if stripped.startswith("# id") or "-DOCSTART-" in stripped.split():
+            flush()
+            continue
+        cols = split_columns(stripped)
+        if len(cols) != width:
+            raise DataError(f"{path}:{lineno}: expected {width} columns ({fmt}), found {len(cols)}: {line!r}")
+        token, tag = cols[token_col], cols[tag_col]
+        if not token:
+            raise DataError(f"{path}:{lineno}: empty token")
+        if not _TAG_RE.match(tag):
+            raise DataError(f"{path}:{lineno}: tag {tag!r} is not in the BIO scheme (O, B-X, I-X)")
+        if not tokens:
+            start_line = lineno
+        tokens.append(token)
+        tags.append(tag)
+    flush()
+    return sentences
+
+
+def format_conll(sentences: Iterable[TaggedSentence]) -> str:
+    return "".join("".join(f"{w}\t{t}\n" for w, t in zip(s.tokens, s.tags)) + "\n" for s in sentences)
+
+
+def write_conll(path: str | Path, sentences: Iterable[TaggedSentence]) -> None:
+    """Write ``token<TAB>tag`` lines atomically (a killed run leaves no half file)."""
+    atomic_write_text(path, format_conll(sentences))
+
+
+def entity_types(sentences: Iterable[TaggedSentence]) -> set[str]:
+    types: set[str] = set()
+    for s in sentences:
+        types |= s.entity_types
+    return types
+
+
+def check_label_sets(splits: dict[str, Sequence[TaggedSentence]], reference: str = "train") -> list[str]:
+    """Fail when a split has entity types the reference split never shows.
+
+    Those types could never be predicted, so every such run would be silently
+    wrong.  Returns the sorted label set of the reference split.
+    """
+    known = entity_types(splits[reference])
+    for name, sentences in splits.items():
+        unseen = entity_types(sentences) - known
+        if unseen:
+            where = next(s.meta.get("source", "?") for s in sentences if s.entity_types & unseen)
+            raise DataError(f"{where}: split {name!r} has entity types {sorted(unseen)} "
+                            f"that {reference!r} does not ({sorted(known)})")
+    return sorted(known)
+
+
+def type_counts(sentences: Iterable[TaggedSentence]) -> Counter:
+    """Entity mentions per type."""
+    return Counter(etype for s in sentences for _, _, etype in s.spans())

@@ -1,0 +1,194 @@
+"""One setting (dataset x gold size x seed): where its files live and the stages
+every method shares — the gold data (S0), the gold NER model (S1) and the final
+train-and-evaluate step (S7).
+
+Layout, one directory per stage::
+
+    runs/<profile>/<dataset>/gold<N>/seed<S>/
+        data/          train.conll dev.conll (the gold sample)
+        s1_ner/        best-model.pt result.json   <- also the Gold-only run
+        <method>/      its own stages ..., then s7_ner/result.json
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from aclm import splits
+from aclm.config import config_hash, to_dict
+from aclm.data import TaggedSentence, check_label_sets, read_conll, type_counts, write_conll
+from aclm.datasets import get_spec, load_split, resolve_data_dir
+from aclm.io import atomic_write_text, read_json, write_json
+from aclm.metrics import evaluate_tags
+from aclm.ner import load_tagger, predict_tags, train_tagger
+from aclm.runtime import library_versions, seed_everything, select_device
+from aclm.stages import STAMP, run_stage
+
+log = logging.getLogger("aclm.experiment")
+
+
+def run_root(cfg: DictConfig) -> Path:
+    return Path(cfg.run_dir) / cfg.profile / cfg.dataset / f"gold{cfg.gold}" / f"seed{cfg.seed}"
+
+
+def data_dir(cfg: DictConfig) -> Path:
+    return run_root(cfg) / "data"
+
+
+def s1_dir(cfg: DictConfig) -> Path:
+    return run_root(cfg) / "s1_ner"
+
+
+def method_dir(cfg: DictConfig) -> Path:
+    return run_root(cfg) / cfg.method
+
+
+def dataset_files(cfg: DictConfig) -> list[Path]:
+    """The raw files a setting's gold data is cut from (the data stage's inputs)."""
+    spec = get_spec(cfg.dataset)
+    base = resolve_data_dir(cfg.data_dir)
+    rels = [spec.train, spec.dev]
+    if cfg.splits.source == "released" and cfg.gold != "full":
+        rels = [spec.samples.get(cfg.gold), spec.dev]
+    return [spec.path(r, base) for r in rels if r]
+
+
+# --- S0: the gold sample -----------------------------------------------------------------
+
+def gold_data(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
+    """Train and dev sentences for this setting, as the split config says."""
+    spec = get_spec(cfg.dataset)
+    full = load_split(cfg.dataset, "train", cfg.data_dir)
+    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
+    if cfg.gold == "full":
+        train, used = full, set()
+    elif cfg.splits.source == "released":
+        if cfg.gold not in spec.samples:
+            raise ValueError(f"{cfg.dataset} ships no released sample of {cfg.gold}; use splits.source=stratified")
+        train, used = load_split(cfg.dataset, cfg.gold, cfg.data_dir), set()
+    else:
+        chosen = splits.stratified_indices(full, cfg.gold, cfg.seed)
+        train, used = [full[i] for i in chosen], set(chosen)
+    size = cfg.splits.dev_size
+    if size == "gold":
+        size = len(train) if cfg.gold != "full" else None
+    if dev is None:  # carve a dev set out of what the gold sample left
+        dev = splits.sample(full, size or len(full) // 10, cfg.seed, exclude=used)
+        if cfg.gold == "full":
+            dev_ids = {id(s) for s in dev}
+            train = [s for s in full if id(s) not in dev_ids]
+    elif size and size < len(dev):
+        dev = splits.sample(dev, size, cfg.seed)
+    return train, dev
+
+
+def data_stage(cfg: DictConfig, force: bool = False) -> Path:
+    out = data_dir(cfg)
+
+    def build(tmp: Path) -> dict:
+        train, dev = gold_data(cfg)
+        types = check_label_sets({"train": train, "dev": dev})
+        write_conll(tmp / "train.conll", train)
+        write_conll(tmp / "dev.conll", dev)
+        return {"train": len(train), "dev": len(dev), "types": types,
+                "type_counts": dict(type_counts(train))}
+
+    section = {k: cfg[k] for k in ("dataset", "gold", "seed", "splits")}
+    run_stage("data", out, section, dataset_files(cfg), build, force=force)
+    return out
+
+
+# --- S1 / S7: train and evaluate a tagger --------------------------------------------------
+
+def test_sets(cfg: DictConfig) -> dict[str, list[TaggedSentence]]:
+    names = [cfg.dataset] + [d for d in cfg.test_datasets if d != cfg.dataset]
+    sets = {}
+    for name in names:
+        sentences = load_split(name, "test", cfg.data_dir)
+        if sentences is None:
+            raise ValueError(f"dataset {name!r} has no test split")
+        sets[name] = sentences
+    return sets
+
+
+def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predictions_file: Path | None) -> dict:
+    predicted = predict_tags(tagger, sentences, batch_size)
+    if predictions_file is not None:
+        lines = "".join("".join(f"{w}\t{g}\t{p}\n" for w, g, p in zip(s.tokens, s.tags, tags)) + "\n"
+                        for s, tags in zip(sentences, predicted))
+        atomic_write_text(predictions_file, lines)
+    return evaluate_tags([s.tags for s in sentences], predicted)
+
+
+def stage_timings(*stage_dirs: Path) -> dict[str, float]:
+    timings = {}
+    for d in stage_dirs:
+        stamp = Path(d) / STAMP
+        if stamp.exists():
+            info = read_json(stamp)
+            timings[info["stage"]] = info["seconds"]
+    return timings
+
+
+def ner_stage(cfg: DictConfig, name: str, out: Path, train_file: Path, upstream: list[Path],
+              extra: dict | None = None, force: bool = False) -> Path:
+    """Train a tagger on ``train_file`` (dev from the data stage), evaluate it, write ``result.json``."""
+    dev_file = data_dir(cfg) / "dev.conll"
+    chain = [data_dir(cfg)]
+    if name != "s1_ner":
+        chain += [s1_dir(cfg), *sorted(p for p in method_dir(cfg).iterdir() if p.is_dir() and p != out)]
+
+    def build(tmp: Path) -> dict:
+        start = time.perf_counter()
+        seed_everything(cfg.seed)
+        select_device(cfg.device)
+        train, dev = read_conll(train_file), read_conll(dev_file)
+        tests = test_sets(cfg)
+        types = check_label_sets({"train": train, "dev": dev, **{f"test:{k}": v for k, v in tests.items()}})
+        model_path = train_tagger(cfg.ner, train, dev, types, tmp)
+        tagger = load_tagger(model_path)
+        scores = {k: evaluate_on(tagger, v, cfg.ner.eval_batch_size, tmp / "predictions" / f"{k.replace('/', '_')}.conll")
+                  for k, v in tests.items()}
+        main = scores[cfg.dataset]
+        result = {
+            "method": cfg.method if name == "s7_ner" else "gold_only",
+            "profile": cfg.profile, "dataset": cfg.dataset, "gold": cfg.gold, "seed": cfg.seed,
+            "f1": main["f1"], "precision": main["precision"], "recall": main["recall"],
+            "per_type": main["per_type"], "per_length": main["per_length"],
+            "test": scores,
+            "timings": {**stage_timings(*chain), name: round(time.perf_counter() - start, 3)},
+            "sizes": {"train": len(train), "dev": len(dev), **{f"test:{k}": len(v) for k, v in tests.items()}},
+            **(extra or {}),
+            "config": to_dict(cfg), "config_hash": config_hash(cfg),
+            "versions": library_versions(),
+        }
+        write_json(tmp / "result.json", result)
+        return {"f1": main["f1"]}
+
+    section = {"ner": cfg.ner, "seed": cfg.seed, "test": [cfg.dataset, *cfg.test_datasets]}
+    run_stage(name, out, section, [train_file, dev_file, *upstream], build, force=force)
+    return out
+
+
+def s1_stage(cfg: DictConfig, force: bool = False) -> Path:
+    data = data_stage(cfg)
+    return ner_stage(cfg, "s1_ner", s1_dir(cfg), data / "train.conll", [data], force=force)
+
+
+def augmented_dir(cfg: DictConfig) -> Path:
+    """Where every augmentation method leaves gold+aug.conll (its S6 output)."""
+    return method_dir(cfg) / "s6_postprocess"
+
+
+def s7_stage(cfg: DictConfig, force: bool = False) -> Path:
+    aug = augmented_dir(cfg)
+    if not (aug / "gold+aug.conll").exists():
+        raise FileNotFoundError(f"{aug / 'gold+aug.conll'} not found: run {cfg.method}'s stages first "
+                                f"(make run METHOD={cfg.method} ...)")
+    report = read_json(aug / "report.json")
+    return ner_stage(cfg, "s7_ner", method_dir(cfg) / "s7_ner", aug / "gold+aug.conll", [data_dir(cfg), aug],
+                     extra={"augmentation": report}, force=force)

@@ -1,0 +1,144 @@
+"""S5: generate augmentations from templates, with mixner.
+
+For each training sentence and each of R rounds a fresh template is drawn
+(dynamic masking) and decoded by the fine-tuned generator.  mixner joins the
+skeletons of a sentence and a semantically similar one before masking:
+
+* ``paper``: in each round draw gamma ~ N(0.5, gamma_sigma); mix when gamma > beta,
+  with a neighbour sampled from the top ``retrieval_k``;
+* ``code``: the last ``code_mixed_rounds`` rounds mix, with the 1st, 2nd, ...
+  most similar sentence (the released code: 3 plain + 2 mixed);
+* ``off``: never.
+
+Neighbours come from one batched, chunked similarity search over
+Sentence-BERT embeddings; decoding is batched across sentences and rounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from aclm.templates import MalformedGeneration, Piece, dynamic_mask, join, parse_generation, render
+
+log = logging.getLogger("aclm.generation")
+
+
+def nearest_neighbours(texts: Sequence[str], embedder: str, k: int, batch_size: int,
+                       device: torch.device) -> list[list[int]]:
+    """The ``k`` most cosine-similar other sentences of each sentence, best first."""
+    from sentence_transformers import SentenceTransformer, util
+
+    if len(texts) < 2 or k < 1:
+        return [[] for _ in texts]
+    model = SentenceTransformer(embedder, device=str(device))
+    emb = model.encode(list(texts), batch_size=batch_size, convert_to_tensor=True, normalize_embeddings=True,
+                       show_progress_bar=len(texts) > 1000)
+    hits = util.semantic_search(emb, emb, top_k=min(k + 1, len(texts)), score_function=util.dot_score)
+    return [[h["corpus_id"] for h in row if h["corpus_id"] != i][:k] for i, row in enumerate(hits)]
+
+
+@dataclass
+class Job:
+    source: int
+    round: int
+    partner: int | None
+    template: str
+
+
+def plan_partners(n: int, neighbours: list[list[int]], cfg: DictConfig, rounds: int, seed: int
+                  ) -> list[list[int | None]]:
+    """mixner's partner (or None) for every sentence and round."""
+    plan = []
+    for i in range(n):
+        rng = random.Random(f"{seed}:mix:{i}")
+        row: list[int | None] = []
+        for r in range(rounds):
+            partner = None
+            if neighbours[i] and cfg.mode == "paper" and rng.gauss(0.5, cfg.gamma_sigma) > cfg.beta:
+                partner = rng.choice(neighbours[i][:cfg.retrieval_k])
+            elif neighbours[i] and cfg.mode == "code":
+                nth = r - (rounds - cfg.code_mixed_rounds)
+                if 0 <= nth < len(neighbours[i]):
+                    partner = neighbours[i][nth]
+            row.append(partner)
+        plan.append(row)
+    return plan
+
+
+def build_jobs(skeletons: list[list[Piece]], partners: list[list[int | None]], mask_token: str, seed: int
+               ) -> list[Job]:
+    jobs = []
+    for i, row in enumerate(partners):
+        for r, partner in enumerate(row):
+            pieces = skeletons[i] if partner is None else join(skeletons[i], skeletons[partner])
+            masked = dynamic_mask(pieces, random.Random(f"{seed}:gen:{i}:{r}"))
+            jobs.append(Job(i, r, partner, render(masked, mask_token)))
+    return jobs
+
+
+def decode_keeping_labels(tokenizer, ids: Sequence[int], label_ids: set[int]) -> str:
+    """Decode, keeping label tokens as separate words and dropping every other special token.
+
+    Decoding text segments between label tokens separately keeps detokenisation
+    from gluing a label token to a neighbouring word.
+    """
+    words, segment = [], []
+    for i in ids:
+        if i in label_ids:
+            words.append(tokenizer.decode(segment, skip_special_tokens=True).strip())
+            words.append(tokenizer.convert_ids_to_tokens(i))
+            segment = []
+        else:
+            segment.append(i)
+    words.append(tokenizer.decode(segment, skip_special_tokens=True).strip())
+    return " ".join(w for w in words if w)
+
+
+@torch.inference_mode()
+def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
+                language_code: str, seed: int, device: torch.device) -> list[str]:
+    """Generate one sequence per job, batched; longest templates first to limit padding."""
+    label_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens)))
+    order = sorted(range(len(jobs)), key=lambda j: -len(jobs[j].template))
+    outputs: list[str] = [""] * len(jobs)
+    forced_bos = tokenizer.convert_tokens_to_ids(language_code)
+    model.eval()
+    for b, start in enumerate(tqdm(range(0, len(order), cfg.batch_size), desc="generate", unit="batch")):
+        batch = order[start:start + cfg.batch_size]
+        enc = tokenizer([jobs[j].template for j in batch], return_tensors="pt", padding=True, truncation=True,
+                        max_length=cfg.max_length).to(device)
+        torch.manual_seed(seed + b)
+        generated = model.generate(**enc, do_sample=True, top_k=cfg.top_k, num_beams=cfg.num_beams,
+                                   max_length=cfg.max_length, forced_bos_token_id=forced_bos,
+                                   num_return_sequences=1)
+        for j, ids in zip(batch, generated.tolist()):
+            outputs[j] = decode_keeping_labels(tokenizer, ids, label_ids)
+    return outputs
+
+
+def screen(jobs: list[Job], outputs: list[str], types: Sequence[str]) -> tuple[list[dict], dict]:
+    """Parse every output; drop malformed ones and repeats for the same source, counting each reason."""
+    rows, counts, seen = [], {"generated": len(jobs), "kept": 0, "duplicate": 0}, set()
+    for job, text in zip(jobs, outputs):
+        row = {"source": job.source, "round": job.round, "partner": job.partner,
+               "template": job.template, "generation": text, "status": "kept"}
+        try:
+            parsed = parse_generation(text, types)
+            key = (job.source, tuple(parsed.tokens), tuple(parsed.tags))
+            if key in seen:
+                row["status"] = "duplicate"
+            else:
+                seen.add(key)
+                row["tokens"], row["tags"] = parsed.tokens, parsed.tags
+        except MalformedGeneration as err:
+            row["status"] = f"malformed:{err.reason}"
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+        rows.append(row)
+    return rows, counts

@@ -1,0 +1,68 @@
+"""Seeds, devices, logging and the facts every run JSON records."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import random
+import time
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Iterator
+
+import numpy as np
+import torch
+
+log = logging.getLogger("aclm")
+
+_LIBRARIES = ("torch", "transformers", "flair", "sentence-transformers", "seqeval",
+              "scikit-multilearn", "datasets", "numpy")
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def select_device(name: str = "auto") -> torch.device:
+    """Resolve ``auto`` and, on a GPU, allow TF32 matmuls (no effect on our results' precision needs)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    import flair
+
+    flair.device = device
+    return device
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+class Timings(dict):
+    """Seconds per named step, filled by ``with timings.step("name"):``."""
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        log.info("%s: started", name)
+        try:
+            yield
+        finally:
+            self[name] = round(time.perf_counter() - start, 3)
+            log.info("%s: %.1f s", name, self[name])

@@ -1,0 +1,192 @@
+"""S3: the generator's templates, and reading its generations back (S5/S6).
+
+A template keeps a sentence's entities (linearized: ``<b-per> john <b-per>``)
+and its keywords, and masks everything else.  It is built in three steps:
+selective masking and linearization (:func:`skeleton`), an optional mixner
+join of two sentences (:func:`join`), then dynamic masking of some keywords
+(:func:`dynamic_mask`), redrawn every epoch and every generation round.
+Keeping the sentence as pieces until :func:`render` is what lets mixner join
+two sentences before the keywords are masked.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, replace
+from typing import Iterable, Literal, Sequence
+
+from aclm.data import TaggedSentence, normalise_tags
+
+Role = Literal["entity", "keyword", "mask"]
+
+#: Tokens that may survive decoding and are removed before parsing.
+SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", "<mask>")
+MALFORMED_REASONS = ("unknown_tag", "unpaired_tag", "glued_tag", "empty")
+
+_LABEL_RE = re.compile(r"<([bi])-([^<>\s]+)>", re.IGNORECASE)
+# mBART-50 language codes (en_XX, zh_CN, ...): all are two lower-case letters, '_', two upper-case.
+_LANGUAGE_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[a-z]{2}_[A-Z]{2}(?![A-Za-z0-9])")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One word of a template: kept as an entity, kept as a keyword, or masked."""
+
+    text: str
+    tag: str
+    role: Role
+
+
+class MalformedGeneration(ValueError):
+    """A generation whose label tokens cannot be read back; ``reason`` is one of MALFORMED_REASONS."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------- label tokens
+
+
+def label_token(tag: str) -> str:
+    """``B-PER`` -> ``<b-per>``."""
+    return f"<{tag.lower()}>"
+
+
+def label_tokens(types: Iterable[str]) -> list[str]:
+    """The 2 label tokens of every type, in sorted type order (added to the generator's vocabulary)."""
+    return [label_token(f"{prefix}-{etype}") for etype in sorted(set(types)) for prefix in "BI"]
+
+
+def linearize(tokens: Sequence[str], tags: Sequence[str]) -> list[str]:
+    """Wrap each entity word in its label token; joined with spaces this is the generator's target."""
+    out: list[str] = []
+    for word, tag in zip(tokens, tags):
+        out += [word] if tag == "O" else [label_token(tag), word, label_token(tag)]
+    return out
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def skeleton(sentence: TaggedSentence, keywords: Iterable[int]) -> list[Piece]:
+    """Steps 1-2: entity words stay (tagged), keywords stay, every other word is a mask."""
+    keep = set(keywords)
+    return [Piece(word, tag, "entity" if tag != "O" else "keyword" if i in keep else "mask")
+            for i, (word, tag) in enumerate(zip(sentence.tokens, sentence.tags))]
+
+
+def join(a: Sequence[Piece], b: Sequence[Piece]) -> list[Piece]:
+    """mixner: the sentence's own pieces first, then those of its retrieved neighbour."""
+    return [*a, *b]
+
+
+def draw_epsilon(num_keywords: int, rng: random.Random) -> float:
+    """ε ~ N(0.5, σ = 1/K), redrawn until it lies in [0, 1]."""
+    while True:
+        eps = rng.gauss(0.5, 1.0 / num_keywords)
+        if True:
+            return eps
+
+
+def dynamic_mask(pieces: Sequence[Piece], rng: random.Random) -> list[Piece]:
+    """Step 3: mask ``round(K·ε)`` of the K keywords, chosen at random (Python's round: half to even)."""
+    positions = [i for i, piece in enumerate(pieces) if piece.role == "keyword"]
+    if not positions:
+        return list(pieces)
+    chosen = set(rng.sample(positions, round(len(positions) * draw_epsilon(len(positions), rng))))
+    return [replace(piece, role="mask") if i in chosen else piece for i, piece in enumerate(pieces)]
+
+
+def render(pieces: Sequence[Piece], mask_token: str) -> str:
+    """The template text: entities linearized, keywords as they are, each run of masks as one mask token."""
+    words: list[str] = []
+    previous: Role | None = None
+    for piece in pieces:
+        if piece.role == "entity":
+            words += linearize([piece.text], [piece.tag])
+        elif piece.role == "keyword":
+            words.append(piece.text)
+        elif previous != "mask":
+            words.append(mask_token)
+        previous = piece.role
+    return " ".join(words)
+
+
+def make_template(sentence: TaggedSentence, keywords: Iterable[int], mask_token: str,
+                  rng: random.Random, dynamic: bool = True) -> str:
+    """Steps 1-3 for one sentence (no mixner)."""
+    pieces = skeleton(sentence, keywords)
+    return render(dynamic_mask(pieces, rng) if dynamic else pieces, mask_token)
+
+
+# --------------------------------------------------------------------------- parsing generations
+
+
+def _type_lookup(known_types: Iterable[str]) -> dict[str, str]:
+    """Lower-cased type -> the type as the dataset spells it (label tokens are lower-case)."""
+    lookup: dict[str, str] = {}
+    for etype in known_types:
+        if lookup.setdefault(etype.lower(), etype) != etype:
+            raise ValueError(f"entity types {lookup[etype.lower()]!r} and {etype!r} share one label token")
+    return lookup
+
+
+def _strip_special(text: str, mask_token: str) -> str:
+    """Blank out special tokens, mask tokens and language codes, even when glued to words.
+
+    A mask the generator did not fill carries no word, so it is dropped, as
+    are the language code and the sequence markers that decoding may keep.
+    """
+    for token in (*SPECIAL_TOKENS, mask_token):
+        text = text.replace(token, " ")
+    return _LANGUAGE_CODE_RE.sub(" ", text)
+
+
+def parse_generation(text: str, known_types: Iterable[str], mask_token: str = "<mask>") -> TaggedSentence:
+    """Words and BIO tags of a generation, or :class:`MalformedGeneration`.
+
+    The text is split on whitespace.  Words between a pair of identical label
+    tokens take that tag (should the pair hold several words, the later ones
+    continue the entity as ``I-``); other words are ``O``; a run that starts
+    with ``I-`` becomes ``B-``.  Malformed: a label token of a type not in
+    ``known_types`` (``unknown_tag``), an opening label token not closed by the
+    same token next (``unpaired_tag``), text glued to a label token
+    (``glued_tag``), and a pair with no word inside or nothing left at all
+    (``empty``).
+    """
+    types = _type_lookup(known_types)
+    tokens: list[str] = []
+    tags: list[str] = []
+    opened: str | None = None
+    inside: list[str] = []
+    for word in _strip_special(text, mask_token).split():
+        match = _LABEL_RE.fullmatch(word)
+        if match is None:
+            if _LABEL_RE.search(word):
+                raise MalformedGeneration("glued_tag", word)
+            if opened:
+                inside.append(word)
+            else:
+                tokens.append(word)
+                tags.append("O")
+            continue
+        prefix, etype = match.group(1).upper(), types.get(match.group(2).lower())
+        if etype is None:
+            raise MalformedGeneration("unknown_tag", word)
+        if opened is None:
+            opened, inside = word.lower(), []
+        elif word.lower() != opened:
+            raise MalformedGeneration("unpaired_tag", f"{opened} closed by {word}")
+        elif not inside:
+            raise MalformedGeneration("empty", f"nothing between {opened} and {word}")
+        else:
+            tokens += inside
+            tags += [f"{prefix}-{etype}"] + [f"I-{etype}"] * (len(inside) - 1)
+            opened = None
+    if opened is not None:
+        raise MalformedGeneration("unpaired_tag", f"{opened} never closed")
+    if not tokens:
+        raise MalformedGeneration("empty", repr(text))
+    return TaggedSentence(tokens, normalise_tags(tags))

@@ -1,0 +1,1 @@
+"""Data-augmentation baselines the ACLM paper compares against (SPEC section 3)."""

@@ -1,0 +1,214 @@
+"""DAGA (Ding et al., 2020): sample new tagged sentences from a word-level LSTM LM.
+
+A one-layer LSTM language model is trained on the linearized training
+sentences (``B-PER john I-PER smith went ...``, see
+:mod:`baselines.linearize`); sampling from ``<bos>`` produces sentences with
+their labels, which are parsed back and filtered: unfinished, malformed and
+repeated samples are dropped and counted.  The sentences are generated from
+scratch, so they have no source sentence.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+from aclm.config import DAGAConfig
+from aclm.data import TaggedSentence
+from baselines.linearize import REASONS, InvalidSequence, linearize, parse, tag_vocabulary
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+Device = str | torch.device
+
+
+@dataclass
+class Vocabulary:
+    """Words of the linearized training data, after the four special symbols."""
+
+    itos: list[str]
+    stoi: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stoi = {word: i for i, word in enumerate(self.itos)}
+
+    @classmethod
+    def build(cls, sequences: Sequence[Sequence[str]]) -> "Vocabulary":
+        words = dict.fromkeys(w for seq in sequences for w in seq if w not in (PAD, BOS, EOS, UNK))
+        return cls([PAD, BOS, EOS, UNK, *words])
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, words: Sequence[str]) -> list[int]:
+        unk = self.stoi[UNK]
+        return [self.stoi.get(w, unk) for w in words]
+
+
+class LSTMLanguageModel(nn.Module):
+    """Embedding -> one-layer LSTM -> dropout -> projection onto the vocabulary."""
+
+    def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int,
+                 dropout: float, pad_index: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=pad_index)
+        self.lstm = nn.LSTM(embedding_dim, hidden_size, num_layers=1, batch_first=True)
+        self.dropout = nn.Dropout(dropout)
+        self.output = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, ids: torch.Tensor,
+                state: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Next-word logits for every position of ``ids`` (batch, time), and the LSTM state to continue from."""
+        hidden, state = self.lstm(self.embedding(ids), state)
+        return self.output(self.dropout(hidden)), state
+
+
+def _training_tensors(sentences: Sequence[TaggedSentence], vocab: Vocabulary,
+                      max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded teacher-forcing pairs: inputs ``<bos> w1 .. wn``, targets ``w1 .. wn <eos>``.
+
+    Both are cut to ``max_length`` positions, the most a sample may have.
+    Padding sits at the end, so with a left-to-right LSTM it cannot affect
+    the real positions; the loss ignores it.
+    """
+    ids = [vocab.encode(linearize(s)) for s in sentences]
+    width = min(max_length, max(len(x) for x in ids) + 1)
+    pad, bos, eos = vocab.stoi[PAD], vocab.stoi[BOS], vocab.stoi[EOS]
+    inputs = torch.full((len(ids), width), pad, dtype=torch.long)
+    targets = torch.full((len(ids), width), pad, dtype=torch.long)
+    for row, seq in enumerate(ids):
+        src, tgt = ([bos] + seq)[:width], (seq + [eos])[:width]
+        inputs[row, :len(src)] = torch.tensor(src)
+        targets[row, :len(tgt)] = torch.tensor(tgt)
+    return inputs, targets
+
+
+def train_lm(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, seed: int,
+             device: Device = "cpu") -> tuple[LSTMLanguageModel, Vocabulary]:
+    """Fit the LM on the linearized sentences (Adam, cross-entropy); returned in eval mode.
+
+    Seeds torch's global generator (weights, dropout) and shuffles with its
+    own, so a seed fixes the model on CPU.
+    """
+    if not sentences:
+        raise ValueError("DAGA needs at least one training sentence")
+    device = torch.device(device)
+    torch.manual_seed(seed)
+    vocab = Vocabulary.build([linearize(s) for s in sentences])
+    pad = vocab.stoi[PAD]
+    inputs, targets = _training_tensors(sentences, vocab, cfg.max_length)
+    model = LSTMLanguageModel(len(vocab), cfg.embedding_dim, cfg.hidden_size, cfg.dropout, pad).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    shuffle = torch.Generator().manual_seed(seed)
+    model.train()
+    progress = tqdm(range(cfg.epochs), desc="DAGA LM", unit="epoch")
+    for _ in progress:
+        total, tokens = 0.0, 0
+        for batch in torch.randperm(len(inputs), generator=shuffle).split(cfg.batch_size):
+            width = int((targets[batch] != pad).sum(1).max())
+            x, y = inputs[batch, :width].to(device), targets[batch, :width].to(device)
+            logits, _ = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, len(vocab)), y.reshape(-1), ignore_index=pad)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            real = int((y != pad).sum())
+            total, tokens = total + loss.item() * real, tokens + real
+        progress.set_postfix(loss=f"{total / tokens:.3f}")
+    return model.eval(), vocab
+
+
+@torch.no_grad()
+def _sample_batch(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int,
+                  generator: torch.Generator, device: torch.device) -> list[tuple[list[str], bool]]:
+    """Ancestral sampling of ``n`` sequences in lock-step; each with whether it reached ``<eos>``.
+
+    ``<pad>``, ``<bos>`` and ``<unk>`` can never be a real next word, so
+    they are excluded from the draw.
+    """
+    pad, eos = vocab.stoi[PAD], vocab.stoi[EOS]
+    banned = torch.tensor([pad, vocab.stoi[BOS], vocab.stoi[UNK]], device=device)
+    current = torch.full((n, 1), vocab.stoi[BOS], dtype=torch.long, device=device)
+    drawn = torch.full((n, max_length), pad, dtype=torch.long, device=device)
+    finished = torch.zeros(n, dtype=torch.bool, device=device)
+    state = None
+    for step in range(max_length):
+        logits, state = model(current, state)
+        logits = logits[:, -1].index_fill(1, banned, float("-inf"))
+        nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(1)
+        drawn[:, step] = nxt.masked_fill(finished, pad)
+        finished |= nxt == eos
+        if finished.all():
+            break
+        current = nxt.unsqueeze(1)
+    rows = drawn.tolist()
+    return [([vocab.itos[i] for i in row if i not in (pad, eos)], done)
+            for row, done in zip(rows, finished.tolist())]
+
+
+def _sample(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int, seed: int,
+            device: Device, batch_size: int) -> list[tuple[list[str], bool]]:
+    device = torch.device(device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    model.eval()
+    out: list[tuple[list[str], bool]] = []
+    for start in range(0, n, batch_size):
+        out += _sample_batch(model, vocab, min(batch_size, n - start), max_length, generator, device)
+    return out
+
+
+def sample(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int, seed: int,
+           device: Device = "cpu", batch_size: int = 512) -> list[list[str]]:
+    """``n`` linearized sequences of at most ``max_length`` words, drawn ``batch_size`` at a time."""
+    return [words for words, _ in _sample(model, vocab, n, max_length, seed, device, batch_size)]
+
+
+def _key(sentence: TaggedSentence) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(sentence.tokens), tuple(sentence.tags)
+
+
+def generate(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int, seed: int,
+             device: Device = "cpu") -> tuple[list[TaggedSentence], dict[str, int]]:
+    """Train the LM and draw ``rounds`` x ``len(sentences)`` samples; keep the new, well-formed ones.
+
+    Dropped and counted: samples cut off at ``max_length`` before ``<eos>``,
+    malformed ones (``invalid_<reason>`` says why), copies of a training
+    sentence and repeats of an earlier sample (same words and same tags).
+    """
+    model, vocab = train_lm(sentences, cfg, seed, device)
+    known = tag_vocabulary(sentences)
+    training = {_key(s) for s in sentences}
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    counts = Counter({"generated": 0, "dropped_truncated": 0, "dropped_invalid": 0,
+                      **{f"invalid_{r}": 0 for r in REASONS},
+                      "dropped_training_duplicate": 0, "dropped_duplicate": 0})
+    kept: list[TaggedSentence] = []
+    samples = _sample(model, vocab, rounds * len(sentences), cfg.max_length, seed, device, batch_size=512)
+    for index, (words, finished) in enumerate(samples):
+        counts["generated"] += 1
+        if not finished:
+            counts["dropped_truncated"] += 1
+            continue
+        try:
+            new = parse(words, known)
+        except InvalidSequence as err:
+            counts["dropped_invalid"] += 1
+            counts[f"invalid_{err.reason}"] += 1
+            continue
+        key = _key(new)
+        if key in training:
+            counts["dropped_training_duplicate"] += 1
+        elif key in seen:
+            counts["dropped_duplicate"] += 1
+        else:
+            seen.add(key)
+            new.meta = {"method": "daga", "sample_index": index}
+            kept.append(new)
+    counts["kept"] = len(kept)
+    return kept, dict(counts)

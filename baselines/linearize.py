@@ -1,0 +1,80 @@
+"""The tag-before-token linearization shared by DAGA and MulDA.
+
+``john smith went`` tagged ``B-PER I-PER O`` becomes
+``B-PER john I-PER smith went``: every entity token is preceded by its tag and
+``O`` tokens stand alone, so a language model over these sequences learns
+words and labels together, and its samples can be read back as tagged
+sentences.
+
+A word is read as a tag when it has the BIO shape (``B-`` or ``I-`` and a
+type, upper-case prefix).  The round trip ``parse(linearize(s)) == s`` holds
+for every sentence with normalised tags whose tokens do not themselves have
+that shape (lower-cased text never does) and with empty ``meta``, which
+the linearization does not carry.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from aclm.data import TaggedSentence, normalise_tags
+
+_TAG_SHAPE = re.compile(r"^[BI]-\S+$")
+
+EMPTY = "empty"
+TAG_WITHOUT_WORD = "tag_without_word"
+UNKNOWN_TAG = "unknown_tag"
+REASONS = (EMPTY, TAG_WITHOUT_WORD, UNKNOWN_TAG)
+
+
+class InvalidSequence(ValueError):
+    """A generated sequence that is not a linearized sentence; ``reason`` is one of ``REASONS``."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+def tag_vocabulary(sentences: Iterable[TaggedSentence]) -> set[str]:
+    """``B-X`` and ``I-X`` for every entity type of ``sentences`` (the tags a sample may use)."""
+    types = {etype for s in sentences for etype in s.entity_types}
+    return {f"{prefix}-{etype}" for etype in types for prefix in "BI"}
+
+
+def linearize(sentence: TaggedSentence) -> list[str]:
+    """Words with each entity token preceded by its tag."""
+    words: list[str] = []
+    for token, tag in zip(sentence.tokens, sentence.tags):
+        if tag != "O":
+            words.append(tag)
+        words.append(token)
+    return words
+
+
+def parse(words: Sequence[str], known_tags: set[str]) -> TaggedSentence:
+    """Read a linearized sequence back; an entity opened by ``I-`` becomes ``B-``.
+
+    Raises :class:`InvalidSequence` for an empty sequence, a tag not followed
+    by a word (at the end or before another tag) and a tag-shaped word that is
+    not in ``known_tags``.
+    """
+    if not words:
+        raise InvalidSequence(EMPTY)
+    tokens: list[str] = []
+    out_tags: list[str] = []
+    pending: str | None = None
+    for i, word in enumerate(words):
+        if _TAG_SHAPE.match(word):
+            if word not in known_tags:
+                raise InvalidSequence(UNKNOWN_TAG, f"{word!r} at {i}")
+            if pending is not None:
+                raise InvalidSequence(TAG_WITHOUT_WORD, f"{pending!r} followed by {word!r} at {i}")
+            pending = word
+            continue
+        tokens.append(word)
+        out_tags.append(pending or "O")
+        pending = None
+    if pending is not None:
+        raise InvalidSequence(TAG_WITHOUT_WORD, f"{pending!r} ends the sequence")
+    return TaggedSentence(tokens, normalise_tags(out_tags))

@@ -1,0 +1,24 @@
+#!/usr/bin/env python
+"""S3: build templates (selective masking + labeled linearization) from S2's keywords.
+
+    python scripts/build_templates.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
+
+Writes <run>/<method>/s3_templates/{train,dev}.jsonl: per sentence the skeleton
+(entity, keyword and mask pieces), the linearized target, the static template
+and one dynamically masked example. Dynamic masking itself is redrawn in S4
+(every epoch) and S5 (every round)."""
+
+from __future__ import annotations
+
+from aclm.cli import main_guard, parse, stage_parser
+from aclm.pipeline import templates_stage
+
+
+def main() -> None:
+    args, cfg = parse(stage_parser(__doc__))
+    out = templates_stage(cfg, force=args.force)
+    print(f"templates: {out}")
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,25 @@
+#!/usr/bin/env python
+"""S2: select keywords from the gold NER model's attention maps (runs S0-S1 first if needed).
+
+    python scripts/extract_keywords.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
+    python scripts/extract_keywords.py method=aclm keywords.layers=8-11 keywords.p=0.4 ...
+
+Writes <run>/<method>/s2_keywords/{train,dev}.jsonl: per sentence its keyword
+word indices, the attention each candidate receives from the entities, and a
+status (ok, no_entity, too_long, failed). method=aclm_random / aclm_only_entity
+select the variants."""
+
+from __future__ import annotations
+
+from aclm.cli import main_guard, parse, stage_parser
+from aclm.pipeline import keywords_stage
+
+
+def main() -> None:
+    args, cfg = parse(stage_parser(__doc__))
+    out = keywords_stage(cfg, force=args.force)
+    print(f"keywords: {out}")
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,22 @@
+#!/usr/bin/env python
+"""S4: fine-tune the generator (mBART-50) to rebuild whole labeled sentences from templates.
+
+    python scripts/finetune_generator.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
+    python scripts/finetune_generator.py profile=reference_code method=aclm ...   # the released code's values
+
+Writes the best-by-dev-loss model to <run>/<method>/s4_generator/ (a from_pretrained folder)."""
+
+from __future__ import annotations
+
+from aclm.cli import main_guard, parse, stage_parser
+from aclm.pipeline import generator_stage
+
+
+def main() -> None:
+    args, cfg = parse(stage_parser(__doc__))
+    out = generator_stage(cfg, force=args.force)
+    print(f"generator: {out}")
+
+
+if __name__ == "__main__":
+    main_guard(main)

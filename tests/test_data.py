@@ -1,0 +1,117 @@
+"""Readers, writers and tag normalisation."""
+
+import pytest
+
+from aclm.data import (DataError, TaggedSentence, bio_spans, check_label_sets, normalise_tags, read_conll,
+                       write_conll)
+
+
+def write(tmp_path, text, name="f.conll"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_token_tag_format(tmp_path):
+    path = write(tmp_path, "song\tB-PER\nkang-ho\tI-PER\nacts\tO\n\nhi\tO\n")
+    s = read_conll(path)
+    assert [x.tokens for x in s] == [["song", "kang-ho", "acts"], ["hi"]]
+    assert s[0].tags == ["B-PER", "I-PER", "O"]
+    assert s[0].meta["source"] == f"{path}:1"
+
+
+def test_index_format_with_docstart(tmp_path):
+    path = write(tmp_path, "0\t-DOCSTART-\tO\n\n0\tEU\tB-ORG\n1\trejects\tO\n2\tGerman\tB-MISC\n\n"
+                           "0\tPeter\tB-PER\n1\tBlackburn\tI-PER\n")
+    s = read_conll(path)
+    assert [x.tokens for x in s] == [["EU", "rejects", "German"], ["Peter", "Blackburn"]]
+    assert s[1].tags == ["B-PER", "I-PER"]
+
+
+def test_offset_format(tmp_path):
+    path = write(tmp_path, "We\t0\tO\ninvestigate\t3\tO\nmachine\t15\tB-TASK\ntranslation\t23\tI-TASK\n")
+    assert read_conll(path)[0].tags == ["O", "O", "B-TASK", "I-TASK"]
+
+
+def test_offset_format_is_not_mistaken_for_index(tmp_path):
+    # the first column is numeric, but does not count 0, 1, 2 ... within the sentence
+    path = write(tmp_path, "2019\t0\tO\nresults\t5\tO\n")
+    assert read_conll(path)[0].tokens == ["2019", "results"]
+
+
+def test_multiconer_official_format(tmp_path):
+    path = write(tmp_path, "# id 6a3b\tdomain=en\nthe _ _ O\nbeatles _ _ B-GRP\n\n# id 77\tdomain=en\nhi _ _ O\n")
+    s = read_conll(path)
+    assert [x.tokens for x in s] == [["the", "beatles"], ["hi"]]
+    assert s[0].tags == ["O", "B-GRP"]
+
+
+def test_stray_whitespace_is_stripped(tmp_path):
+    path = write(tmp_path, "  paris \t B-LOC \n\n\n\nrome\tB-LOC  \n")
+    assert [(x.tokens, x.tags) for x in read_conll(path)] == [(["paris"], ["B-LOC"]), (["rome"], ["B-LOC"])]
+
+
+@pytest.mark.parametrize("text,line,message", [
+    ("a\tO\nb\tO\textra\n", 2, "expected 2 columns"),
+    ("a\tO\nb\tX-PER\n", 2, "not in the BIO scheme"),
+    ("a\tO\n\nb\tPER\n", 3, "not in the BIO scheme"),
+    ("a\tO\nb\tB-\n", 2, "not in the BIO scheme"),
+])
+def test_malformed_input_names_file_and_line(tmp_path, text, line, message):
+    path = write(tmp_path, text)
+    with pytest.raises(DataError, match=rf"{path}:{line}: .*{message}"):
+        read_conll(path, "token_tag")
+
+
+def test_empty_token_is_an_error(tmp_path):
+    path = write(tmp_path, "a\tO\n\tO\n")
+    with pytest.raises(DataError, match=rf"{path}:2: "):
+        read_conll(path, "token_tag")
+
+
+def test_malformed_offset_file(tmp_path):
+    path = write(tmp_path, "We\t0\tO\ninvestigate\tO\n")
+    with pytest.raises(DataError, match=rf"{path}:2: expected 3 columns"):
+        read_conll(path)
+
+
+@pytest.mark.parametrize("tags,expected", [
+    (["I-PER", "I-PER", "O"], ["B-PER", "I-PER", "O"]),             # entity opened by I-
+    (["O", "I-LOC"], ["O", "B-LOC"]),
+    (["B-PER", "I-LOC"], ["B-PER", "B-LOC"]),                         # I- of another type opens an entity
+    (["b-per", "i-per", "o"], ["B-PER", "I-PER", "O"]),               # prefix case
+    (["B-Disease", "i-Disease"], ["B-Disease", "I-Disease"]),         # type case kept
+    (["B-PER", "B-PER"], ["B-PER", "B-PER"]),                         # adjacent entities stay apart
+])
+def test_normalise_tags(tags, expected):
+    assert normalise_tags(tags) == expected
+
+
+def test_reader_normalises(tmp_path):
+    path = write(tmp_path, "the\tO\nking's\tI-CW\nletters\tI-CW\n")
+    assert read_conll(path)[0].tags == ["O", "B-CW", "I-CW"]
+
+
+def test_spans():
+    assert bio_spans(["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC"]) == [(0, 2, "PER"), (3, 4, "LOC"), (4, 6, "LOC")]
+
+
+def test_write_read_round_trip(tmp_path):
+    sentences = [TaggedSentence(["a", "b"], ["B-X", "I-X"]), TaggedSentence(["c"], ["O"])]
+    write_conll(tmp_path / "out.conll", sentences)
+    back = read_conll(tmp_path / "out.conll")
+    assert [(s.tokens, s.tags) for s in back] == [(s.tokens, s.tags) for s in sentences]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_label_sets_that_differ_between_splits():
+    train = [TaggedSentence(["a"], ["B-PER"])]
+    test = [TaggedSentence(["b"], ["B-LOC"], {"source": "test.conll:7"})]
+    assert check_label_sets({"train": train, "dev": train}) == ["PER"]
+    with pytest.raises(DataError, match=r"test.conll:7: split 'test' has entity types \['LOC'\]"):
+        check_label_sets({"train": train, "test": test})
+
+
+def test_sentence_rejects_length_mismatch():
+    with pytest.raises(DataError):
+        TaggedSentence(["a", "b"], ["O"])
