@@ -33,7 +33,7 @@ test:  ## the test suite (offline; integration tests read ACLM_DATA_DIR or ../sh
 	$(PYTHON) -m pytest
 
 demo: $(TINY)  ## Gold-only vs ACLM on the bundled sample with the tiny models, on CPU
-	$(PYTHON) scripts/demo.py
+	OMP_NUM_THREADS=1 $(PYTHON) scripts/demo.py
 
 splits:  ## stratified low-resource samples of DATASET into splits/DATASET
 	$(PYTHON) scripts/make_splits.py dataset=$(DATASET) seed=$(SEED) $(ARGS) --out splits/$(DATASET)/seed$(SEED)
@@ -48,7 +48,50 @@ run:  ## any method (gold_only aclm aclm_random aclm_only_entity lwtr daga mulda
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
 bench: $(TINY)  ## throughput of each stage with the tiny models on this machine
-	$(PYTHON) scripts/benchmark.py
+	OMP_NUM_THREADS=1 $(PYTHON) scripts/benchmark.py
 
 clean:
 	rm -rf runs models/tiny
+
+# --- Paper tables (configs/grids/<table>.yaml) ---------------------------------------------
+#   make reproduce-table1 PROFILE=paper -j 4            all of Table 1, then the table
+#   make reproduce-table1 LANGS=en SIZES=100,200 METHODS=gold_only,aclm SEEDS=1,2
+#   make reproduce-melm_table1 ... ; make aggregate-table3 (the table only, no runs)
+# Each run is a file target (its result.json); methods wait for their setting's S1, so -j
+# never trains one S1 twice. -k keeps going past a failed run, which leaves failed.json and
+# shows as FAILED in the table; make exits non-zero after printing the table.
+# Several GPUs: one make per GPU on disjoint LANGS or SEEDS slices (not METHODS: the methods
+# of a setting share S1), each slice gets its own fragment:
+#   CUDA_VISIBLE_DEVICES=0 make reproduce-table1 LANGS=en,bn,hi,de,es &
+#   CUDA_VISIBLE_DEVICES=1 make reproduce-table1 LANGS=ko,nl,ru,tr,zh &
+# GNU parallel / Slurm job arrays: `scripts/grid.py list TABLE --phase N` (see aclm/grid.py).
+LANGS   ?=
+SIZES   ?=
+METHODS ?=
+SEEDS   ?=
+RUNS    ?= runs
+RESULTS ?= results
+GRID_ARGS = --profile $(PROFILE) --runs $(RUNS) $(if $(LANGS),--langs $(LANGS)) \
+            $(if $(SIZES),--sizes $(SIZES)) $(if $(METHODS),--methods $(METHODS)) $(if $(SEEDS),--seeds $(SEEDS))
+
+define reproduce_grid
+	+@frag=$$($(PYTHON) scripts/grid.py makefile $(1) $(GRID_ARGS) --python $(PYTHON)) || exit 1; \
+	$(MAKE) -k -f $$frag all; status=$$?; \
+	$(PYTHON) scripts/aggregate.py $(1) $(GRID_ARGS) --out $(RESULTS) || status=1; \
+	exit $$status
+endef
+
+reproduce-table%:  ## run a paper table's grid (make -j N passes through), then print the table
+	$(call reproduce_grid,table$*)
+
+reproduce-melm_table%:  ## the same for MELM's CoNLL tables
+	$(call reproduce_grid,melm_table$*)
+
+aggregate-table%:  ## print and write a table from the runs there are (no runs started)
+	$(PYTHON) scripts/aggregate.py table$* $(GRID_ARGS) --out $(RESULTS)
+
+aggregate-melm_table%:
+	$(PYTHON) scripts/aggregate.py melm_table$* $(GRID_ARGS) --out $(RESULTS)
+
+grid-check:  ## fail if two grids would write one run with different settings
+	$(PYTHON) scripts/grid.py check --profile $(PROFILE) --runs $(RUNS)

@@ -126,6 +126,12 @@ class MELMConfig:
 
 
 @dataclass
+class AnalysisConfig:
+    perplexity_model: str = MISSING      # causal LM for Table 3 (GPT-2 by default)
+    batch_size: int = MISSING
+
+
+@dataclass
 class SplitConfig:
     source: str = MISSING                # stratified | released (the authors' samples, where shipped)
     sizes: list = field(default_factory=list)
@@ -152,6 +158,7 @@ class Config:
     lwtr: LwTRConfig = field(default_factory=LwTRConfig)
     daga: DAGAConfig = field(default_factory=DAGAConfig)
     melm: MELMConfig = field(default_factory=MELMConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
 
 
 CHOICES: dict[str, tuple] = {

@@ -86,7 +86,7 @@ def draw_epsilon(num_keywords: int, rng: random.Random) -> float:
     """ε ~ N(0.5, σ = 1/K), redrawn until it lies in [0, 1]."""
     while True:
         eps = rng.gauss(0.5, 1.0 / num_keywords)
-        if True:
+        if 0.0 <= eps <= 1.0:
             return eps
 
 

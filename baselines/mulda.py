@@ -1,0 +1,179 @@
+"""MulDA (Liu et al., 2021): sample new tagged sentences from mBART-50 fine-tuned as a language model.
+
+As DAGA (:mod:`baselines.daga`), but the language model is mBART-50, as the
+ACLM paper ran it.  The tag words of the linearization (``B-PER john I-PER
+smith went``, see :mod:`baselines.linearize`) join the vocabulary as whole
+tokens, so a tag is one decision of the model and never a spelling.  The
+encoder sees only the language code (an empty source) and the decoder learns
+the linearized sentences; generation samples from the start, and the samples
+are parsed back and filtered exactly as DAGA's: unfinished, malformed and
+repeated ones are dropped and counted.  Sentences are generated from scratch,
+so they have no source sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+from transformers import (DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2SeqTrainer,
+                          Seq2SeqTrainingArguments, set_seed)
+
+from aclm.config import model_path
+from aclm.data import TaggedSentence
+from aclm.generation import decode_keeping_labels
+from aclm.generator import load_generator, precision_flags
+from aclm.methods import Gold, kept_row
+from baselines.linearize import REASONS, InvalidSequence, linearize, parse, tag_vocabulary
+
+log = logging.getLogger("baselines.mulda")
+
+Sample = tuple[list[str], bool]
+Key = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def setup(path: str, language: str, tags: Sequence[str], device: torch.device | None = None):
+    """Load mBART-50 with ``tags`` as whole tokens (new embeddings for the ones it lacks).
+
+    They are added as special tokens: those are matched before sentencepiece
+    runs and absorb the spaces around them, so a linearized sentence encodes
+    to the same ids as its words encoded one by one.  Plain added tokens
+    would leave a stray ``▁`` piece before every tag.
+    """
+    model, tokenizer = load_generator(path, language, device)
+    new = [t for t in tags if t not in tokenizer.get_vocab()]
+    if new:
+        tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
+        model.resize_token_embeddings(len(tokenizer))
+    return model, tokenizer
+
+
+def training_pair(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict:
+    """Encoder input: the language code alone; target: ``<code> linearized words </s>``.
+
+    With nothing to condition on, the decoder is a language model of the
+    linearized sentences in that language.
+    """
+    code = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
+    target = tokenizer(text_target=" ".join(linearize(sentence)), max_length=max_length, truncation=True)
+    return {"input_ids": [code], "attention_mask": [1], "labels": target["input_ids"]}
+
+
+def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSentence],
+             dev: Sequence[TaggedSentence], cfg: DictConfig, seed: int, device: torch.device,
+             checkpoints: Path) -> tuple[object, float]:
+    """Fit the LM with ``Seq2SeqTrainer``; returns the best-by-dev-loss model (eval mode) and its loss."""
+    pairs = [training_pair(s, tokenizer, cfg.max_length) for s in train]
+    dev_pairs = [training_pair(s, tokenizer, cfg.max_length) for s in dev]
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(checkpoints), num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
+        per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=cfg.batch_size,
+        weight_decay=cfg.weight_decay, eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
+        load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
+        seed=seed, data_seed=seed, report_to=[], logging_steps=10, dataloader_num_workers=0,
+        use_cpu=device.type == "cpu", **precision_flags(cfg.mixed_precision, device))
+    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=pairs, eval_dataset=dev_pairs,
+                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+    trainer.train()
+    return trainer.model.eval(), trainer.state.best_metric
+
+
+def split_output(ids: Sequence[int], eos: int) -> tuple[list[int], bool]:
+    """The sampled ids after ``</s> <code>`` up to the first ``</s>``, and whether there was one.
+
+    The decoder starts with ``</s>`` and the forced language code, so only
+    what follows them counts; a sample without a later ``</s>`` was cut off
+    by ``max_length``.
+    """
+    body = list(ids[2:])
+    return (body[:body.index(eos)], True) if eos in body else (body, False)
+
+
+def decode(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], tag_ids: set[int]) -> Sample:
+    """A sample as words (tags as their own words) and whether it ended with ``</s>``."""
+    body, finished = split_output(ids, tokenizer.eos_token_id)
+    return decode_keeping_labels(tokenizer, body, tag_ids).split(), finished
+
+
+@torch.inference_mode()
+def sample(model, tokenizer: PreTrainedTokenizerBase, n: int, rounds: int, cfg: DictConfig, tags: Sequence[str],
+           seed: int, device: torch.device) -> list[Sample]:
+    """``rounds`` x ``n`` samples, ``cfg.batch_size`` x ``rounds`` per ``generate`` call.
+
+    Every encoder input is the bare language code, so a call asks for
+    ``rounds`` returns of each of up to ``cfg.batch_size`` copies.  The
+    model's forced ``</s>`` at ``max_length`` is switched off, or a
+    cut-off sample would look finished.  Call ``c`` draws after
+    ``torch.manual_seed(seed + c)``.
+    """
+    code = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
+    tag_ids = set(tokenizer.convert_tokens_to_ids(list(tags)))
+    out: list[Sample] = []
+    for call, start in enumerate(tqdm(range(0, n, cfg.batch_size), desc="MulDA sample", unit="batch")):
+        inputs = torch.full((min(cfg.batch_size, n - start), 1), code, dtype=torch.long, device=device)
+        torch.manual_seed(seed + call)
+        generated = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), do_sample=True,
+                                   top_k=cfg.top_k, num_beams=1, num_return_sequences=rounds,
+                                   max_length=cfg.max_length, forced_bos_token_id=code, forced_eos_token_id=None)
+        out += [decode(tokenizer, ids, tag_ids) for ids in generated.tolist()]
+    return out
+
+
+def _key(sentence: TaggedSentence) -> Key:
+    return tuple(sentence.tokens), tuple(sentence.tags)
+
+
+def screen(samples: Sequence[Sample], known_tags: set[str],
+           training: Sequence[TaggedSentence]) -> tuple[list[tuple[int, TaggedSentence]], dict[str, int]]:
+    """Keep the finished, well-formed, new samples (with their index); count every drop as DAGA does."""
+    counts = Counter({"generated": len(samples), "dropped_truncated": 0, "dropped_invalid": 0,
+                      **{f"invalid_{r}": 0 for r in REASONS},
+                      "dropped_training_duplicate": 0, "dropped_duplicate": 0})
+    copies = {_key(s) for s in training}
+    seen: set[Key] = set()
+    kept: list[tuple[int, TaggedSentence]] = []
+    for index, (words, finished) in enumerate(samples):
+        if not finished:
+            counts["dropped_truncated"] += 1
+            continue
+        try:
+            new = parse(words, known_tags)
+        except InvalidSequence as err:
+            counts["dropped_invalid"] += 1
+            counts[f"invalid_{err.reason}"] += 1
+            continue
+        key = _key(new)
+        if key in copies:
+            counts["dropped_training_duplicate"] += 1
+        elif key in seen:
+            counts["dropped_duplicate"] += 1
+        else:
+            seen.add(key)
+            kept.append((index, new))
+    counts["kept"] = len(kept)
+    return kept, dict(counts)
+
+
+def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
+    """Fine-tune on the gold train split (best by dev loss), sample R x N, keep the new well-formed ones."""
+    if not gold.train or not gold.dev:
+        raise ValueError("MulDA needs training sentences and dev sentences (for choosing the checkpoint)")
+    set_seed(cfg.seed)
+    tags = sorted(tag_vocabulary([*gold.train, *gold.dev]))
+    device = torch.device(gold.device)
+    model, tokenizer = setup(model_path(cfg.generator.model), gold.language, tags, device)
+    with tempfile.TemporaryDirectory(dir=gold.work_dir) as checkpoints:
+        model, dev_loss = finetune(model, tokenizer, gold.train, gold.dev, cfg.generator, cfg.seed, device,
+                                   Path(checkpoints))
+    log.info("MulDA LM: best dev loss %.4f", dev_loss)
+    samples = sample(model, tokenizer, len(gold.train), cfg.generation.rounds, cfg.generation, tags, cfg.seed,
+                     device)
+    kept, counts = screen(samples, set(tags), gold.train)
+    rows = [kept_row(s, [], sample_index=index) for index, s in kept]
+    return rows, {**counts, "lm_best_dev_loss": dev_loss}

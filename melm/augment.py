@@ -1,0 +1,63 @@
+"""MELM (Zhou et al., ACL 2022) as a baseline: ``augment(cfg, gold) -> (rows, counts)``.
+
+1. Seeds: the gold training sentences and, with ``melm.code_mix``, one
+   code-mixed copy of each (:mod:`melm.codemix`), whose foreign entity is
+   preceded by a language marker.
+2. Fine-tune the masked LM (``melm.model``, XLM-R) on the linearized seeds,
+   entity tokens masked at rate eta (:mod:`melm.training`).
+3. ``melm.rounds`` times per seed, re-mask entity tokens and fill them from
+   the top-k predictions (:mod:`melm.generation`).
+
+Rows are the kept generations, each with its gold source sentence and whether
+it came from a code-mixed seed.  The consistency filter (keep what the gold
+NER reproduces) is the shared post-processing's (``configs/methods/melm.yaml``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from omegaconf import DictConfig
+
+from aclm.methods import Gold
+from aclm.runtime import Timings, seed_everything
+from melm.codemix import code_mix, load_code_mix_pool, sbert_embedder
+from melm.encoding import Seed, encode, load_mlm
+from melm.generation import fill_jobs, plan_jobs, read_all, screen
+from melm.training import finetune, training_features
+
+log = logging.getLogger("melm")
+
+
+def code_mixed_seeds(cfg: DictConfig, gold: Gold) -> tuple[list[Seed], list[str]]:
+    """Code-mixed copies of the gold sentences and the languages they borrow from (none when off)."""
+    if not cfg.melm.code_mix:
+        return [], []
+    pool = load_code_mix_pool(list(cfg.melm.code_mix_languages), cfg.data_dir, gold.language)
+    return code_mix(gold.train, pool, sbert_embedder(cfg, gold.device), cfg.seed), sorted(pool)
+
+
+def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
+    """Kept MELM generations as contract rows, and counts of everything generated, dropped and timed."""
+    m = cfg.melm
+    timings = Timings()
+    seed_everything(cfg.seed)
+    with timings.step("melm_code_mix"):
+        mixed, languages = code_mixed_seeds(cfg, gold)
+    seeds = [Seed(s, i) for i, s in enumerate(gold.train)] + mixed
+    model, tokenizer = load_mlm(m.model, gold.types, cfg.generator.label_token_init, languages)
+    encoded = [encode(s.sentence, tokenizer, s.markers) for s in seeds]
+    dev = [encode(s, tokenizer) for s in gold.dev]
+    with timings.step("melm_finetune"):
+        facts = finetune(model, tokenizer, training_features(encoded), training_features(dev), m, cfg.seed,
+                         gold.device, gold.work_dir / "melm-checkpoints")
+    with timings.step("melm_generate"):
+        jobs = plan_jobs(encoded, m.rounds, cfg.seed)
+        filled = fill_jobs(model, tokenizer, encoded, jobs, m.top_k, m.batch_size, cfg.seed, gold.device)
+        generated = read_all(seeds, encoded, jobs, filled, tokenizer, gold.types)
+    rows, counts = screen(seeds, gold.train, jobs, generated)
+    counts = {**counts, "code_mixed": len(mixed), "skipped_too_long": sum(not e.complete for e in encoded),
+              **facts, "timings": dict(timings)}
+    log.info("MELM: %d of %d generations kept (%s)", counts["kept"], counts["generated"], counts)
+    return rows, counts
+

@@ -1,0 +1,115 @@
+"""Multilingual MELM's code-mixing: swap an entity for its nearest same-type entity of another language.
+
+For each training sentence with an entity, one of its entities (chosen at
+random) is replaced by the most similar entity mention of the same type from
+the other languages' training data; a language marker (``<de>``) goes before
+the swapped entity, as in MELM, so the LM knows which language it is reading.
+The marker lives only in the linearized input; the sentence itself
+(:class:`melm.encoding.Seed`) keeps plain words and BIO tags.
+
+Similarity is the cosine of multilingual Sentence-BERT embeddings of the
+mention texts (``generation.mixner.embedder``), the stand-in for the
+paper's MUSE bilingual word embeddings; a foreign mention spelled like the
+entity it would replace (case aside) is not a swap and is never chosen.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import torch
+from omegaconf import DictConfig
+from torch.nn import functional as F
+
+from aclm.config import model_path
+from aclm.data import TaggedSentence
+from aclm.datasets import get_spec, load_split
+from melm.encoding import Seed
+
+Embed = Callable[[list[str]], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Mention:
+    words: tuple[str, ...]
+    type: str
+    language: str
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.words)
+
+
+def load_code_mix_pool(names: Sequence[str], data_dir: str, language: str) -> dict[str, list[TaggedSentence]]:
+    """Training sentences of the named datasets, by language; the target language itself is refused."""
+    pool: dict[str, list[TaggedSentence]] = {}
+    for name in names:
+        other = get_spec(name).language
+        if other == language:
+            raise ValueError(f"code-mixing needs other languages, but {name!r} is {language!r} like the gold data")
+        pool.setdefault(other, []).extend(load_split(name, "train", data_dir) or [])
+    return pool
+
+
+def foreign_mentions(pool: Mapping[str, Sequence[TaggedSentence]]) -> list[Mention]:
+    """Every distinct (words, type) entity mention of each language, in a fixed order."""
+    seen = dict.fromkeys(Mention(tuple(s.tokens[a:b]), etype, language)
+                         for language in sorted(pool) for s in pool[language] for a, b, etype in s.spans())
+    return list(seen)
+
+
+def nearest_same_type(queries: torch.Tensor, query_types: Sequence[str], candidates: torch.Tensor,
+                      candidate_types: Sequence[str], forbidden: torch.Tensor | None = None) -> torch.Tensor:
+    """For each query, the index of the most cosine-similar candidate of its type (-1 when there is none).
+
+    One matrix product over all pairs; pairs of different types, and those
+    ``forbidden`` (a bool matrix), are set to -inf before the arg-max.
+    """
+    type_id = {t: i for i, t in enumerate(sorted({*query_types, *candidate_types}))}
+    q_types = torch.tensor([type_id[t] for t in query_types])
+    c_types = torch.tensor([type_id[t] for t in candidate_types])
+    allowed = q_types[:, None] == c_types[None, :]
+    if forbidden is not None:
+        allowed &= ~forbidden
+    sims = F.normalize(queries.float(), dim=-1) @ F.normalize(candidates.float(), dim=-1).T
+    best = sims.masked_fill(~allowed, float("-inf")).argmax(dim=1)
+    return torch.where(allowed.any(dim=1), best, torch.full_like(best, -1))
+
+
+def swap(sentence: TaggedSentence, source: int, start: int, end: int, mention: Mention) -> Seed:
+    """The sentence with words ``start:end`` replaced by ``mention`` (same type), marked with its language."""
+    tags = [f"B-{mention.type}"] + [f"I-{mention.type}"] * (len(mention.words) - 1)
+    return Seed(TaggedSentence(sentence.tokens[:start] + list(mention.words) + sentence.tokens[end:],
+                               sentence.tags[:start] + tags + sentence.tags[end:]),
+                source, {start: mention.language})
+
+
+def code_mix(train: Sequence[TaggedSentence], pool: Mapping[str, Sequence[TaggedSentence]], embed: Embed,
+             seed: int) -> list[Seed]:
+    """One code-mixed copy of every sentence that has an entity with a same-type foreign match."""
+    foreign = foreign_mentions(pool)
+    local = [(i, a, b, etype) for i, s in enumerate(train) for a, b, etype in s.spans()]
+    if not foreign or not local:
+        return []
+    local_texts = [" ".join(train[i].tokens[a:b]) for i, a, b, _ in local]
+    text_id: dict[str, int] = {}
+    local_ids = torch.tensor([text_id.setdefault(t.lower(), len(text_id)) for t in local_texts])
+    foreign_ids = torch.tensor([text_id.setdefault(m.text.lower(), len(text_id)) for m in foreign])
+    best = nearest_same_type(embed(local_texts), [t for *_, t in local], embed([m.text for m in foreign]),
+                             [m.type for m in foreign], local_ids[:, None] == foreign_ids[None, :]).tolist()
+    options: dict[int, list[tuple[int, int, Mention]]] = {}
+    for (i, a, b, _), j in zip(local, best):
+        if j >= 0:
+            options.setdefault(i, []).append((a, b, foreign[j]))
+    return [swap(train[i], i, *random.Random(f"{seed}:codemix:{i}").choice(options[i])) for i in sorted(options)]
+
+
+def sbert_embedder(cfg: DictConfig, device: torch.device) -> Embed:
+    """Normalised multilingual Sentence-BERT embeddings (the configured mixner embedder), on the CPU."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(model_path(cfg.generation.mixner.embedder), device=str(device))
+    return lambda texts: model.encode(texts, batch_size=cfg.generation.mixner.batch_size, convert_to_tensor=True,
+                                      normalize_embeddings=True, show_progress_bar=False).cpu()

@@ -1,0 +1,119 @@
+"""What MELM reads: linearized sentences as sub-word ids, with where each sub-token came from.
+
+A sentence is linearized with the shared label tokens (``<b-per> john
+<b-per>``); a code-mixed sentence also carries a language marker (``<de>``)
+before each swapped entity.  Each sub-token remembers the sentence word it
+belongs to and the entity it is part of, which is all the masking (training
+and generation) and the word-by-word read-back need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from aclm.config import model_path
+from aclm.data import TaggedSentence
+from aclm.generator import add_label_tokens
+from aclm.templates import linearize
+
+#: The longest input any XLM-R checkpoint takes; a tokenizer may declare less.
+MAX_TOKENS = 512
+
+
+@dataclass
+class Seed:
+    """A sentence MELM trains on and augments: a gold one, or a code-mixed copy of it.
+
+    ``source`` is the index of the gold training sentence it comes from;
+    ``markers`` maps the first word of each swapped entity to the language it
+    was taken from.
+    """
+
+    sentence: TaggedSentence
+    source: int
+    markers: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def code_mixed(self) -> bool:
+        return bool(self.markers)
+
+
+@dataclass
+class Encoded:
+    """Sub-word ids of a linearized sentence and, per sub-token, its sentence word and entity (-1: none).
+
+    Label tokens, markers and the tokenizer's own specials belong to no word;
+    ``complete`` is false when the sentence had to be cut to fit the model.
+    """
+
+    input_ids: list[int]
+    word: list[int]
+    entity: list[int]
+    complete: bool
+
+
+def marker_token(language: str) -> str:
+    """``de`` -> ``<de>``, lower-case like the label tokens."""
+    return f"<{language.lower()}>"
+
+
+def melm_words(sentence: TaggedSentence, markers: dict[int, str] | None = None) -> tuple[list[str], list[int]]:
+    """The linearized words, each with the sentence word it shows (-1 for label tokens and markers)."""
+    words: list[str] = []
+    origin: list[int] = []
+    for i, (word, tag) in enumerate(zip(sentence.tokens, sentence.tags)):
+        if markers and i in markers:
+            words.append(marker_token(markers[i]))
+            origin.append(-1)
+        words += linearize([word], [tag])
+        origin += [i] if tag == "O" else [-1, i, -1]
+    return words, origin
+
+
+def max_tokens(tokenizer: PreTrainedTokenizerBase) -> int:
+    return min(tokenizer.model_max_length, MAX_TOKENS)
+
+
+def encode(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase,
+           markers: dict[int, str] | None = None) -> Encoded:
+    """Tokenize word by word, so every sub-token maps back to one sentence word; cut to the model's length."""
+    words, origin = melm_words(sentence, markers)
+    enc = tokenizer(words, is_split_into_words=True)
+    ids = enc["input_ids"]
+    word = [-1 if w is None else origin[w] for w in enc.word_ids()]
+    entity_of = {i: k for k, (start, end, _) in enumerate(sentence.spans()) for i in range(start, end)}
+    limit = max_tokens(tokenizer)
+    complete = len(ids) <= limit
+    if not complete:  # keep the closing special token
+        ids, word = ids[:limit - 1] + ids[-1:], word[:limit - 1] + [-1]
+    entity = [entity_of.get(w, -1) for w in word]
+    return Encoded(ids, word, entity, complete)
+
+
+def add_markers(model, tokenizer: PreTrainedTokenizerBase, languages: Sequence[str]) -> list[str]:
+    """Add a marker token per language, its embedding started at the mean embedding of the language code."""
+    tokens = [marker_token(language) for language in sorted(set(languages))]
+    new = [t for t in tokens if t not in tokenizer.get_vocab()]
+    if not new:
+        return tokens
+    tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
+    model.resize_token_embeddings(len(tokenizer))
+    embeddings = model.get_input_embeddings().weight
+    with torch.no_grad():
+        for token in new:
+            ids = tokenizer(token[1:-1], add_special_tokens=False)["input_ids"]
+            embeddings[tokenizer.convert_tokens_to_ids(token)] = embeddings[ids].mean(dim=0)
+    return tokens
+
+
+def load_mlm(name: str, types: Sequence[str], init_words: dict, languages: Sequence[str] = ()):
+    """The masked LM and its tokenizer, with label tokens (and language markers) in the vocabulary."""
+    tokenizer = AutoTokenizer.from_pretrained(model_path(name))
+    model = AutoModelForMaskedLM.from_pretrained(model_path(name))
+    add_label_tokens(model, tokenizer, types, dict(init_words))
+    add_markers(model, tokenizer, languages)
+    return model, tokenizer

@@ -1,0 +1,115 @@
+"""Fine-tune the masked LM on linearized sentences, masking entity tokens only.
+
+The masks are drawn by the data collator for every batch, so each epoch sees
+fresh ones: every entity sub-token is masked with probability eta, always
+replaced by ``<mask>``; label tokens, language markers and the words outside
+entities are never masked, and the loss covers the masked tokens only.  The dev
+set is masked the same way once, so the dev losses of different epochs are
+comparable; the epoch with the lowest one is kept.
+
+Unlike the released MELM code, which computes the loss over every token, the
+loss here is the usual masked-LM loss (``labels = -100`` elsewhere).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from transformers import (DataCollatorForLanguageModeling, DataCollatorForTokenClassification, Trainer,
+                          TrainingArguments)
+
+from aclm.config import MELMConfig
+from aclm.generator import precision_flags
+from melm.encoding import Encoded
+
+log = logging.getLogger("melm.training")
+
+
+def training_features(encoded: Sequence[Encoded]) -> list[dict]:
+    """Collator inputs; ``special_tokens_mask`` flags what must never be masked (all but entity tokens).
+
+    Sentences without entities would carry no loss and are left out.
+    """
+    return [{"input_ids": e.input_ids, "attention_mask": [1] * len(e.input_ids),
+             "special_tokens_mask": [int(k < 0) for k in e.entity]}
+            for e in encoded if any(k >= 0 for k in e.entity)]
+
+
+@dataclass
+class EntityMaskingCollator(DataCollatorForLanguageModeling):
+    """Masks each token not flagged in ``special_tokens_mask`` with probability ``mlm_probability`` (eta).
+
+    Masks come from the collator's own seeded generator, new ones at every
+    call.  A batch that drew no mask at all would give a NaN loss, so it is
+    redrawn.  Items that already carry ``labels`` (the dev set, masked once)
+    are only padded.
+    """
+
+    mask_replace_prob: float = 1.0
+    random_replace_prob: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.generator = torch.Generator().manual_seed(self.seed)
+        self.pad_masked = DataCollatorForTokenClassification(self.tokenizer)
+
+    def torch_call(self, examples: list[dict]) -> dict:
+        if "labels" in examples[0]:
+            return self.pad_masked(examples)
+        return super().torch_call(examples)
+
+    def torch_mask_tokens(self, inputs: torch.Tensor, special_tokens_mask=None, offset_mapping=None):
+        maskable = not bool(torch.as_tensor(special_tokens_mask).bool().all())
+        while True:
+            masked, labels = super().torch_mask_tokens(inputs.clone(), special_tokens_mask, offset_mapping)
+            if not maskable or bool((labels != -100).any()):
+                return masked, labels
+
+
+def mask_once(features: Sequence[dict], collator: EntityMaskingCollator) -> list[dict]:
+    """Each item masked once (with at least one mask), for a dev loss that every epoch shares."""
+    out = []
+    for feature in features:
+        batch = collator([feature])
+        out.append({key: batch[key][0].tolist() for key in ("input_ids", "attention_mask", "labels")})
+    return out
+
+
+def build_trainer(model, tokenizer, train: list[dict], dev: list[dict], cfg: MELMConfig, seed: int,
+                  device: torch.device, out_dir: Path) -> Trainer:
+    """A Trainer that keeps the epoch with the lowest dev loss.
+
+    ``remove_unused_columns=False`` keeps ``special_tokens_mask`` on its way
+    to the collator; Adam at a constant learning rate, as MELM.
+    """
+    if not train or not dev:
+        raise ValueError(f"MELM needs train and dev sentences with entities (got {len(train)} and {len(dev)})")
+    args = TrainingArguments(
+        output_dir=str(out_dir), num_train_epochs=cfg.epochs, learning_rate=cfg.lr, lr_scheduler_type="constant",
+        per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=cfg.batch_size,
+        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, save_only_model=True,
+        load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
+        logging_strategy="epoch", seed=seed, data_seed=seed, report_to=[], remove_unused_columns=False,
+        dataloader_num_workers=0, use_cpu=device.type == "cpu", **precision_flags("auto", device))
+    dev_masked = mask_once(dev, EntityMaskingCollator(tokenizer, mlm_probability=cfg.mask_rate, seed=seed + 1))
+    collator = EntityMaskingCollator(tokenizer, mlm_probability=cfg.mask_rate, seed=seed)
+    return Trainer(model=model, args=args, train_dataset=train, eval_dataset=dev_masked, data_collator=collator)
+
+
+def finetune(model, tokenizer, train: list[dict], dev: list[dict], cfg: MELMConfig, seed: int,
+             device: torch.device, out_dir: Path) -> dict:
+    """Train, load the best epoch into ``model`` and delete the checkpoints (nothing reads them later)."""
+    trainer = build_trainer(model, tokenizer, train, dev, cfg, seed, device, out_dir)
+    trainer.train()
+    shutil.rmtree(out_dir, ignore_errors=True)
+    evals = [e for e in trainer.state.log_history if "eval_loss" in e]
+    best = min(evals, key=lambda e: e["eval_loss"])
+    log.info("MELM fine-tuned: best dev loss %.4f at epoch %s", best["eval_loss"], best["epoch"])
+    return {"train_sentences": len(train), "dev_sentences": len(dev),
+            "best_dev_loss": best["eval_loss"], "best_epoch": best["epoch"]}

@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""Expand a paper table's grid into runs: a Makefile fragment, a command list, or one run.
+
+    python scripts/grid.py makefile table1 --profile paper --langs en --sizes 100 --seeds 1
+    python scripts/grid.py list table1 --profile paper --phase 0      # one command a line
+    python scripts/grid.py check --profile paper                      # grids agree on shared runs
+    python scripts/grid.py cell <result.json> method=aclm profile=...  # one run, failed.json on error
+
+``makefile`` writes the fragment atomically (``<runs>/<profile>/grids/``) and
+prints its path.  See ``aclm/grid.py`` for make, GNU parallel and Slurm usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from aclm.grid import (GridError, cell_command, conflicts, expand, fragment_path, grid_names, load_grid,
+                       makefile, parse_slice, run_cell, with_prerequisites, write_makefile)
+
+
+def add_grid_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("table", help=f"a grid in configs/grids ({', '.join(grid_names())})")
+    parser.add_argument("--profile", default="paper")
+    parser.add_argument("--runs", default="runs", help="the run directory root (config key run_dir)")
+    parser.add_argument("--langs", help="datasets, or their last part (en matches multiconer/en)")
+    parser.add_argument("--sizes", help="gold sizes, e.g. 100,200")
+    parser.add_argument("--methods", help="methods, e.g. aclm,lwtr")
+    parser.add_argument("--seeds", help="seeds (replace the grid's), e.g. 1,2,3,4,5")
+    parser.add_argument("--python", default=sys.executable, help="interpreter the commands use")
+
+
+def slices(args: argparse.Namespace) -> dict:
+    return {k: parse_slice(getattr(args, k)) for k in ("langs", "sizes", "methods", "seeds")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_grid_args(sub.add_parser("makefile", help="write the grid's Makefile fragment; print its path"))
+    lister = sub.add_parser("list", help="print one command per cell (prerequisites first)")
+    add_grid_args(lister)
+    lister.add_argument("--phase", type=int, choices=(0, 1, 2),
+                        help="only 0: S1, 1: augmentation methods, 2: WikiNEuRal (run in this order)")
+    check = sub.add_parser("check", help="fail if two grids would write one result with different commands")
+    check.add_argument("--profile", default="paper")
+    check.add_argument("--runs", default="runs")
+    cell = sub.add_parser("cell", help="run one cell; write failed.json beside its result if it fails")
+    cell.add_argument("result", type=Path, help="the result.json the run must produce")
+    cell.add_argument("overrides", nargs="+", metavar="key=value")
+    args = parser.parse_args()
+
+    if args.command == "cell":
+        sys.exit(run_cell(args.result, args.overrides))
+    if args.command == "check":
+        cells = [c for name in grid_names() for c in expand(load_grid(name), args.profile, args.runs)]
+        clashes = conflicts(cells)
+        print("\n".join(clashes) or f"{len(grid_names())} grids agree on every shared run")
+        sys.exit(1 if clashes else 0)
+    grid = load_grid(args.table)
+    cells = expand(grid, args.profile, args.runs, **slices(args))
+    if args.command == "makefile":
+        title = f"{grid.name} ({grid.title}) for profile {args.profile}: {len(cells)} cells"
+        path = fragment_path(args.runs, args.profile, grid.name, slices(args))
+        print(write_makefile(path, makefile(cells, title, args.python)))
+    else:
+        for c in with_prerequisites(cells):
+            if args.phase is None or c.phase == args.phase:
+                print(shlex.join([args.python, *cell_command(c)]))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except GridError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

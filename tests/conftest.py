@@ -1,0 +1,50 @@
+"""Shared fixtures: the tiny offline models and the real data folder (when present)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from aclm.config import PROJECT_ROOT, load_config
+
+# The tiny models gain nothing from intra-op threads, and on a busy 2-core machine
+# competing OpenMP threads slow them down by orders of magnitude.
+torch.set_num_threads(1)
+
+SHARED_DATA = Path(os.environ.get("ACLM_DATA_DIR") or PROJECT_ROOT.parent / "shared" / "data")
+
+
+@pytest.fixture(scope="session")
+def tiny_models() -> Path:
+    """Build (or reuse) models/tiny, the folder the tiny profile points at."""
+    from aclm.tiny_models import DEFAULT_OUT_DIR, build_tiny_models
+
+    build_tiny_models(DEFAULT_OUT_DIR)
+    return Path(DEFAULT_OUT_DIR)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "multiconer" / "en" / "train_full.conll").exists():
+        pytest.skip(f"real data not found at {SHARED_DATA} (set ACLM_DATA_DIR to run the integration tests)")
+    return SHARED_DATA
+
+
+# a fast miniature of the tiny profile for tests: one epoch, two rounds
+FAST = ["profile=tiny", "ner.epochs=2", "generator.epochs=1", "generation.rounds=2", "daga.epochs=1",
+        "melm.epochs=1"]
+
+
+@pytest.fixture(scope="session")
+def fast(tiny_models):
+    """Config factory for quick end-to-end runs: ``fast(run_dir, "method=aclm", ...)``."""
+    logging.getLogger("flair").setLevel(logging.WARNING)
+
+    def make(run_dir, *overrides: str):
+        return load_config([*FAST, f"run_dir={run_dir}", *overrides])
+
+    return make

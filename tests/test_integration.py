@@ -1,0 +1,54 @@
+"""Integration on the real data in ../shared/data (or $ACLM_DATA_DIR); skipped when it is absent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from aclm import experiment as ex
+from aclm.data import read_conll
+from aclm.io import read_json
+from aclm.methods import run_method
+from aclm.splits import type_shares
+
+
+def test_make_splits_on_multiconer_en(shared_data, tmp_path):
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        proc = subprocess.run([sys.executable, "scripts/make_splits.py", "dataset=multiconer/en", "seed=1",
+                               f"data_dir={shared_data}", "--out", str(out)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(out)
+    full = type_shares(read_conll(shared_data / "multiconer" / "en" / "train_full.conll"))
+    for size in (100, 200, 500, 1000):
+        name = f"train_{size}.conll"
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), "same seed, same file"
+        sample = read_conll(outs[0] / name)
+        assert abs(len(sample) - size) <= 0.05 * size
+        shares = type_shares(sample)
+        for etype, share in full.items():
+            assert abs(shares[etype] - share) <= 2.0, (size, etype, shares[etype], share)
+
+
+def test_gold_only_multiconer_en_100(shared_data, fast, tmp_path):
+    cfg = fast(tmp_path, "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}", "ner.epochs=1")
+    result = read_json(run_method(cfg) / "result.json")
+    assert result["sizes"]["test:multiconer/en"] == 2000
+    assert abs(result["sizes"]["train"] - 100) <= 5
+    assert set(result["per_type"]) <= {"PER", "LOC", "GRP", "CORP", "CW", "PROD"}
+    assert result["gold"] == 100 and result["seed"] == 1
+
+
+def test_aclm_chain_multiconer_en_100(shared_data, fast, tmp_path):
+    cfg = fast(tmp_path, "method=aclm", "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}",
+               "ner.epochs=1")
+    result = read_json(run_method(cfg) / "result.json")
+    assert result["method"] == "aclm"
+    for stage in ("s2_keywords", "s3_templates", "s4_generator", "s5_generate", "s6_postprocess", "s7_ner"):
+        assert (ex.method_dir(cfg) / stage / "_stage.json").exists(), stage
+    keywords = read_json(ex.method_dir(cfg) / "s2_keywords" / "_stage.json")["facts"]["train"]
+    assert keywords["with_keywords"] > 0.5 * keywords["sentences"]
+    assert result["augmentation"]["generation"]["generated"] == 2 * result["augmentation"]["gold"]

@@ -1,0 +1,142 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from aclm.config import PROJECT_ROOT, load_config
+from aclm.data import TaggedSentence, read_conll
+from aclm.methods import Gold
+from aclm.tiny_models import build_tiny_models
+from baselines.mulda import augment, decode, sample, screen, setup, split_output, training_pair
+
+MBART = PROJECT_ROOT / "models" / "tiny" / "mbart-large-50"
+SAMPLE = PROJECT_ROOT / "data" / "sample" / "en"
+TAGS = ["B-CW", "B-PER", "I-CW", "I-PER"]
+DROPS = ("dropped_truncated", "dropped_invalid", "dropped_training_duplicate", "dropped_duplicate")
+
+
+def s(text: str, tags: str) -> TaggedSentence:
+    return TaggedSentence(text.split(), tags.split())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The model is tiny: a second thread only adds contention on a shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    if not MBART.is_dir():
+        build_tiny_models()
+    return setup(str(MBART), "en", TAGS, torch.device("cpu"))
+
+
+def word_ids(tokenizer, word: str) -> list[int]:
+    return tokenizer(word, add_special_tokens=False)["input_ids"]
+
+
+def test_tag_words_are_single_new_tokens(lm):
+    model, tokenizer = lm
+    fresh = setup(str(MBART), "en", [])[1]
+    assert all(len(fresh.tokenize(tag)) > 1 for tag in TAGS)          # split before setup
+    for tag in TAGS:
+        assert tokenizer.tokenize(tag) == [tag]
+        assert tokenizer.convert_tokens_to_ids(tag) >= len(fresh)
+    assert "B-PER" in tokenizer.tokenize("went B-PER john")
+    assert model.get_input_embeddings().num_embeddings == len(tokenizer) == len(fresh) + len(TAGS)
+
+
+def test_training_pair_is_language_code_then_linearized_target(lm):
+    _, tokenizer = lm
+    pair = training_pair(s("john smith saw titanic", "B-PER I-PER O B-CW"), tokenizer, max_length=64)
+    code, eos = tokenizer.convert_tokens_to_ids("en_XX"), tokenizer.eos_token_id
+    tag = tokenizer.convert_tokens_to_ids
+    expected = ([code, tag("B-PER")] + word_ids(tokenizer, "john") + [tag("I-PER")] + word_ids(tokenizer, "smith")
+                + word_ids(tokenizer, "saw") + [tag("B-CW")] + word_ids(tokenizer, "titanic") + [eos])
+    assert pair == {"input_ids": [code], "attention_mask": [1], "labels": expected}
+
+
+def test_split_output_skips_the_start_and_stops_at_the_first_eos():
+    eos, pad, code = 2, 1, 707
+    assert split_output([eos, code, 10, 11, eos, pad, pad], eos) == ([10, 11], True)
+    assert split_output([eos, code, eos, pad], eos) == ([], True)
+    assert split_output([eos, code, 10, 11, 12], eos) == ([10, 11, 12], False)
+
+
+def test_decoded_outputs_parse_back_and_are_screened(lm):
+    _, tokenizer = lm
+    eos, code = tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("en_XX")
+    tag_ids = set(tokenizer.convert_tokens_to_ids(TAGS))
+    tag = tokenizer.convert_tokens_to_ids
+
+    def ids(*words: str, end: bool = True) -> list[int]:
+        body = [i for w in words for i in ([tag(w)] if w in TAGS else word_ids(tokenizer, w))]
+        return [eos, code, *body, *([eos, tokenizer.pad_token_id] if end else [])]
+
+    outputs = [ids("B-PER", "mary", "went", "home"),     # new: kept
+               ids("went", "home"),                      # new: kept
+               ids("B-PER", "mary", "went", "home"),     # repeat of the first
+               ids("john", "left"),                      # copy of a training sentence
+               ids("B-PER", "mary", "went", end=False),  # cut off
+               ids("went", "B-PER"),                     # tag at the end
+               ids("I-CW", "B-CW", "film"),              # tag before a tag
+               ids()]                                    # nothing
+    samples = [decode(tokenizer, o, tag_ids) for o in outputs]
+    assert samples[0] == (["B-PER", "mary", "went", "home"], True)
+    assert samples[4] == (["B-PER", "mary", "went"], False)
+    kept, counts = screen(samples, set(TAGS), [s("john left", "O O")])
+    assert kept == [(0, s("mary went home", "B-PER O O")), (1, s("went home", "O O"))]
+    assert counts == {"generated": 8, "kept": 2, "dropped_truncated": 1, "dropped_invalid": 3,
+                      "invalid_empty": 1, "invalid_tag_without_word": 2, "invalid_unknown_tag": 0,
+                      "dropped_training_duplicate": 1, "dropped_duplicate": 1}
+
+
+def test_sampling_does_not_force_eos_at_max_length(lm):
+    """With the checkpoint's forced ``</s>``, every 3-token sample would end in ``</s>`` and look finished."""
+    model, tokenizer = lm
+    cfg = load_config(["profile=tiny", "method=mulda", "generation.max_length=3"]).generation
+    samples = sample(model, tokenizer, 8, 2, cfg, TAGS, seed=0, device=torch.device("cpu"))
+    assert len(samples) == 16
+    assert not all(finished for _, finished in samples)
+
+
+def test_sampling_is_seeded(lm):
+    model, tokenizer = lm
+    cfg = load_config(["profile=tiny", "method=mulda"]).generation
+
+    def draw(seed: int) -> list:
+        return sample(model, tokenizer, 6, 2, cfg, TAGS, seed=seed, device=torch.device("cpu"))
+
+    assert draw(0) == draw(0) != draw(1)
+
+
+def run(tmp_path: Path, seed: int) -> tuple[list[dict], dict]:
+    # lr raised from the tiny profile's so that one epoch already yields some well-formed samples
+    cfg = load_config(["profile=tiny", "method=mulda", "generator.epochs=1", "generator.lr=0.01", f"seed={seed}"])
+    train, dev = read_conll(SAMPLE / "train.conll")[:10], read_conll(SAMPLE / "dev.conll")[:4]
+    work = tmp_path / f"work{seed}-{len(list(tmp_path.iterdir()))}"
+    work.mkdir()
+    rows, counts = augment(cfg, Gold(train, dev, ["CORP", "CW", "GRP", "LOC", "PER", "PROD"], "en",
+                                     torch.device("cpu"), work))
+    assert list(work.iterdir()) == []                               # checkpoints are scratch
+    return rows, counts
+
+
+def test_augment_end_to_end_is_seeded_and_its_counts_add_up(tmp_path, lm):
+    rows, counts = run(tmp_path, seed=1)
+    assert counts["generated"] == 5 * 10                            # R x N
+    assert counts["generated"] == counts["kept"] + sum(counts[d] for d in DROPS)
+    assert counts["dropped_invalid"] == sum(v for k, v in counts.items() if k.startswith("invalid_"))
+    assert counts["kept"] == len(rows) > 0
+    tags = {f"{p}-{t}" for t in ["CORP", "CW", "GRP", "LOC", "PER", "PROD"] for p in "BI"} | {"O"}
+    for row in rows:
+        assert set(row) == {"status", "tokens", "tags", "sources", "sample_index"}
+        assert row["status"] == "kept" and row["sources"] == []
+        assert len(row["tokens"]) == len(row["tags"]) > 0 and set(row["tags"]) <= tags
+    assert len({(tuple(r["tokens"]), tuple(r["tags"])) for r in rows}) == len(rows)
+    assert run(tmp_path, seed=1) == (rows, counts)
+    assert run(tmp_path, seed=2) != (rows, counts)
