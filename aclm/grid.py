@@ -187,8 +187,9 @@ def _block(raw: dict, where: str) -> Block:
 
 
 def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
-    """Read and check ``<grid_dir>/<name>.yaml``."""
-    path = Path(grid_dir) / f"{name}.yaml"
+    """Read and check ``<grid_dir>/<name>.yaml``, or the YAML file ``name`` (a grid of one's own)."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else Path(grid_dir) / f"{name}.yaml"
+    name = path.stem
     if not path.exists():
         raise GridError(f"no grid {name!r} ({path}); grids: {grid_names()}")
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

@@ -209,8 +209,11 @@ def postprocess_stage(cfg: DictConfig, generations: Path, force: bool = False) -
         write_conll(tmp / "aug.conll", augmentations)
         write_conll(tmp / "gold+aug.conll", train + augmentations)
         with_source = [(sources[0], aug) for aug, sources in kept if sources]
-        report = {"method": cfg.method, "generation": read_json(generations / STAMP)["facts"],
-                  "postprocess": counts, "gold": len(train), "added": len(augmentations),
+        generated = read_json(generations / STAMP)["facts"]
+        attempts = generated.get("generated", counts["candidates"])
+        report = {"method": cfg.method, "generation": generated, "postprocess": counts, "gold": len(train),
+                  "added": len(augmentations),
+                  "dropped_share": round(1 - len(augmentations) / attempts, 4) if attempts else None,
                   "diversity": diversity(with_source) if with_source else None}
         write_json(tmp / "report.json", report)
         return {"added": len(augmentations), **counts}

@@ -163,3 +163,29 @@ def test_a_failed_s1_is_blamed_for_its_methods(tmp_path):
     cell = Cell("paper", "multiconer/en", 100, "aclm", 1, str(tmp_path))
     write_failed(cell.prerequisites()[0], "error: no such file")
     assert run_status(cell) == ("failed", None, "S1 failed: error: no such file")
+
+
+@pytest.mark.skipif(not (Path(__file__).parent.parent / "models" / "tiny" / "gpt2").exists(),
+                    reason="needs the tiny models (make tiny-models)")
+def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path):
+    from aclm.perplexity import perplexity
+    from aclm.report import PerplexityCache
+
+    grid = load_grid("table3")
+    cells = expand(grid, "tiny", runs=str(tmp_path / "runs"), sizes="200", methods="aclm", seeds="1,2")
+    sentences = {1: ["john lives in paris", "mary went home"], 2: ["the river bank"]}
+    for cell in cells:
+        write_result(cell, 50.0, 20.0)
+        result = json.loads(cell.result_path.read_text())
+        result["augmentation"] = {"diversity": {"diversity_e": 40.0 + cell.seed, "diversity_n": 20.0, "diversity_l": 5.0}}
+        result["config"] = {"analysis": {"perplexity_model": "models/tiny/gpt2", "batch_size": 4}}
+        cell.result_path.write_text(json.dumps(result))
+        cell.aug_path.parent.mkdir(parents=True)
+        cell.aug_path.write_text("".join("".join(f"{w}\tO\n" for w in s.split()) + "\n" for s in sentences[cell.seed]))
+    cache = PerplexityCache(tmp_path / "cache.json", device="cpu")
+    report = build_report(grid, cells, "tiny", cache)
+    expected = [perplexity(sentences[s], "models/tiny/gpt2", device="cpu") for s in (1, 2)]
+    assert entry(report, "200", "aclm", "perplexity")["mean"] == pytest.approx(statistics.mean(expected))
+    assert entry(report, "200", "aclm", "perplexity")["paper"] == pytest.approx(80.77)
+    assert entry(report, "200", "aclm", "diversity_e")["mean"] == pytest.approx(41.5)
+    assert len(json.loads((tmp_path / "cache.json").read_text())) == 2
