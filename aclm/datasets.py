@@ -33,6 +33,7 @@ class DatasetSpec:
     root: str = "data"                   # data | project
     samples: dict = field(default_factory=dict)
     hf: Optional[dict] = None
+    union: list = field(default_factory=list)   # member datasets (the multilingual setting)
 
     def path(self, rel: str, data_dir: str | Path) -> Path:
         base = PROJECT_ROOT if self.root == "project" else Path(data_dir)

@@ -47,9 +47,17 @@ def method_dir(cfg: DictConfig) -> Path:
     return run_root(cfg) / cfg.method
 
 
+def member_config(cfg: DictConfig, member: str) -> DictConfig:
+    sub = cfg.copy()
+    sub.dataset = member
+    return sub
+
+
 def dataset_files(cfg: DictConfig) -> list[Path]:
     """The raw files a setting's gold data is cut from (the data stage's inputs)."""
     spec = get_spec(cfg.dataset)
+    if spec.union:
+        return [f for member in spec.union for f in dataset_files(member_config(cfg, member))]
     base = resolve_data_dir(cfg.data_dir)
     rels = [spec.train, spec.dev]
     if cfg.splits.source == "released" and cfg.gold != "full":
@@ -60,8 +68,22 @@ def dataset_files(cfg: DictConfig) -> list[Path]:
 # --- S0: the gold sample -----------------------------------------------------------------
 
 def gold_data(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
-    """Train and dev sentences for this setting, as the split config says."""
+    """Train and dev sentences for this setting, as the split config says.
+
+    Every sentence records its language in ``meta``; a union dataset is the
+    concatenation of its members' samples.
+    """
     spec = get_spec(cfg.dataset)
+    if spec.union:
+        parts = [gold_data(member_config(cfg, member)) for member in spec.union]
+        return [s for train, _ in parts for s in train], [s for _, dev in parts for s in dev]
+    train, dev = _single_gold_data(cfg, spec)
+    for s in train + dev:
+        s.meta["language"] = spec.language
+    return train, dev
+
+
+def _single_gold_data(cfg: DictConfig, spec) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
     full = load_split(cfg.dataset, "train", cfg.data_dir)
     dev = load_split(cfg.dataset, "dev", cfg.data_dir)
     if cfg.gold == "full":
@@ -94,6 +116,8 @@ def data_stage(cfg: DictConfig, force: bool = False) -> Path:
         types = check_label_sets({"train": train, "dev": dev})
         write_conll(tmp / "train.conll", train)
         write_conll(tmp / "dev.conll", dev)
+        write_json(tmp / "languages.json", {"train": [s.meta["language"] for s in train],
+                                             "dev": [s.meta["language"] for s in dev]})
         return {"train": len(train), "dev": len(dev), "types": types,
                 "type_counts": dict(type_counts(train))}
 
@@ -102,10 +126,16 @@ def data_stage(cfg: DictConfig, force: bool = False) -> Path:
     return out
 
 
+def sentence_languages(cfg: DictConfig, split: str) -> list[str]:
+    """The language of every gold sentence of ``split`` (several in the multilingual setting)."""
+    return read_json(data_dir(cfg) / "languages.json")[split]
+
+
 # --- S1 / S7: train and evaluate a tagger --------------------------------------------------
 
 def test_sets(cfg: DictConfig) -> dict[str, list[TaggedSentence]]:
-    names = [cfg.dataset] + [d for d in cfg.test_datasets if d != cfg.dataset]
+    own = get_spec(cfg.dataset).union or [cfg.dataset]
+    names = own + [d for d in cfg.test_datasets if d not in own]
     sets = {}
     for name in names:
         sentences = load_split(name, "test", cfg.data_dir)
@@ -115,13 +145,15 @@ def test_sets(cfg: DictConfig) -> dict[str, list[TaggedSentence]]:
     return sets
 
 
-def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predictions_file: Path | None) -> dict:
+def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predictions_file: Path | None
+                ) -> tuple[dict, list[list[str]]]:
+    """Scores on ``sentences`` and the predicted tags."""
     predicted = predict_tags(tagger, sentences, batch_size)
     if predictions_file is not None:
         lines = "".join("".join(f"{w}\t{g}\t{p}\n" for w, g, p in zip(s.tokens, s.tags, tags)) + "\n"
                         for s, tags in zip(sentences, predicted))
         atomic_write_text(predictions_file, lines)
-    return evaluate_tags([s.tags for s in sentences], predicted)
+    return evaluate_tags([s.tags for s in sentences], predicted), predicted
 
 
 def stage_timings(*stage_dirs: Path) -> dict[str, float]:
@@ -151,9 +183,14 @@ def ner_stage(cfg: DictConfig, name: str, out: Path, train_file: Path, upstream:
         types = check_label_sets({"train": train, "dev": dev, **{f"test:{k}": v for k, v in tests.items()}})
         model_path = train_tagger(cfg.ner, train, dev, types, tmp)
         tagger = load_tagger(model_path)
-        scores = {k: evaluate_on(tagger, v, cfg.ner.eval_batch_size, tmp / "predictions" / f"{k.replace('/', '_')}.conll")
-                  for k, v in tests.items()}
-        main = scores[cfg.dataset]
+        scores, predicted = {}, {}
+        for k, v in tests.items():
+            scores[k], predicted[k] = evaluate_on(tagger, v, cfg.ner.eval_batch_size,
+                                                  tmp / "predictions" / f"{k.replace('/', '_')}.conll")
+        own = get_spec(cfg.dataset).union or [cfg.dataset]
+        # a union dataset is scored on all its members' test sentences at once (micro)
+        main = scores[cfg.dataset] if cfg.dataset in scores else evaluate_tags(
+            [s.tags for k in own for s in tests[k]], [t for k in own for t in predicted[k]])
         result = {
             "method": cfg.method if name == "s7_ner" else "gold_only",
             "profile": cfg.profile, "dataset": cfg.dataset, "gold": cfg.gold, "seed": cfg.seed,

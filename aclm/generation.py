@@ -101,22 +101,33 @@ def decode_keeping_labels(tokenizer, ids: Sequence[int], label_ids: set[int]) ->
     return " ".join(w for w in words if w)
 
 
+def batches(jobs: list[Job], codes: Sequence[str], size: int) -> list[list[int]]:
+    """Job indices in batches of one language each, longest templates first to limit padding."""
+    order = sorted(range(len(jobs)), key=lambda j: (codes[j], -len(jobs[j].template), j))
+    out: list[list[int]] = []
+    for j in order:
+        if out and len(out[-1]) < size and codes[out[-1][0]] == codes[j]:
+            out[-1].append(j)
+        else:
+            out.append([j])
+    return out
+
+
 @torch.inference_mode()
 def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
-                language_code: str, seed: int, device: torch.device) -> list[str]:
-    """Generate one sequence per job, batched; longest templates first to limit padding."""
+                codes: Sequence[str], seed: int, device: torch.device) -> list[str]:
+    """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code."""
     label_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens)))
-    order = sorted(range(len(jobs)), key=lambda j: -len(jobs[j].template))
     outputs: list[str] = [""] * len(jobs)
-    forced_bos = tokenizer.convert_tokens_to_ids(language_code)
     model.eval()
-    for b, start in enumerate(tqdm(range(0, len(order), cfg.batch_size), desc="generate", unit="batch")):
-        batch = order[start:start + cfg.batch_size]
+    for b, batch in enumerate(tqdm(batches(jobs, codes, cfg.batch_size), desc="generate", unit="batch")):
+        tokenizer.src_lang = codes[batch[0]]
         enc = tokenizer([jobs[j].template for j in batch], return_tensors="pt", padding=True, truncation=True,
                         max_length=cfg.max_length).to(device)
         torch.manual_seed(seed + b)
         generated = model.generate(**enc, do_sample=True, top_k=cfg.top_k, num_beams=cfg.num_beams,
-                                   max_length=cfg.max_length, forced_bos_token_id=forced_bos,
+                                   max_length=cfg.max_length,
+                                   forced_bos_token_id=tokenizer.convert_tokens_to_ids(codes[batch[0]]),
                                    num_return_sequences=1)
         for j, ids in zip(batch, generated.tolist()):
             outputs[j] = decode_keeping_labels(tokenizer, ids, label_ids)

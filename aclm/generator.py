@@ -68,9 +68,9 @@ class TemplateDataset(Dataset):
     generator, so the same seed gives the same training data in any order.
     """
 
-    def __init__(self, skeletons: list[list[Piece]], targets: list[str], tokenizer, mask_token: str,
-                 max_length: int, seed: int, dynamic: bool = True) -> None:
-        self.skeletons, self.targets, self.tokenizer = skeletons, targets, tokenizer
+    def __init__(self, skeletons: list[list[Piece]], targets: list[str], codes: list[str], tokenizer,
+                 mask_token: str, max_length: int, seed: int, dynamic: bool = True) -> None:
+        self.skeletons, self.targets, self.codes, self.tokenizer = skeletons, targets, codes, tokenizer
         self.mask_token, self.max_length, self.seed, self.dynamic = mask_token, max_length, seed, dynamic
         self.epoch = 0
 
@@ -84,6 +84,8 @@ class TemplateDataset(Dataset):
         return render(pieces, self.mask_token)
 
     def __getitem__(self, i: int) -> dict:
+        if self.tokenizer.src_lang != self.codes[i]:  # several languages in the multilingual setting
+            self.tokenizer.src_lang = self.tokenizer.tgt_lang = self.codes[i]
         return self.tokenizer(self.template(i), text_target=self.targets[i], max_length=self.max_length,
                               truncation=True)
 
@@ -106,15 +108,20 @@ def precision_flags(mode: str, device: torch.device) -> dict:
     return {mode: True}
 
 
-def finetune(cfg: DictConfig, language: str, train: tuple[list[list[Piece]], list[str]],
-             dev: tuple[list[list[Piece]], list[str]], types: Sequence[str], out_dir: Path,
-             work_dir: Path, seed: int, device: torch.device) -> dict:
-    """Fine-tune ``cfg.model`` on templates; save the best-by-dev-loss model to ``out_dir``."""
-    model, tokenizer = load_generator(cfg.model, language)
+def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: tuple[list[list[Piece]], list[str]],
+             languages: dict[str, list[str]], types: Sequence[str], out_dir: Path, work_dir: Path, seed: int,
+             device: torch.device) -> dict:
+    """Fine-tune ``cfg.model`` on templates; save the best-by-dev-loss model to ``out_dir``.
+
+    ``languages`` gives each train and dev sentence's language, whose mBART-50
+    code starts its source and its target.
+    """
+    model, tokenizer = load_generator(cfg.model, languages["train"][0])
     add_label_tokens(model, tokenizer, types, dict(cfg.label_token_init))
     mask = tokenizer.mask_token
-    train_set = TemplateDataset(*train, tokenizer, mask, cfg.max_length, seed)
-    dev_set = TemplateDataset(*dev, tokenizer, mask, cfg.max_length, seed)
+    codes = {split: [language_code(tokenizer, lang) for lang in langs] for split, langs in languages.items()}
+    train_set = TemplateDataset(*train, codes["train"], tokenizer, mask, cfg.max_length, seed)
+    dev_set = TemplateDataset(*dev, codes["dev"], tokenizer, mask, cfg.max_length, seed)
     args = Seq2SeqTrainingArguments(
         output_dir=str(work_dir), num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
         per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=cfg.batch_size,

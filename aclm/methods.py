@@ -37,7 +37,8 @@ class Gold:
     train: list[TaggedSentence]
     dev: list[TaggedSentence]
     types: list[str]
-    language: str
+    language: str                        # the dataset's ("multi" for a union)
+    languages: list[str]                 # each train sentence's
     device: object
     work_dir: Path
 
@@ -109,7 +110,7 @@ def augment_stage(cfg: DictConfig, force: bool = False) -> Path:
         seed_everything(cfg.seed)
         gold = Gold(read_conll(data / "train.conll"), read_conll(data / "dev.conll"),
                     read_json(data / "_stage.json")["facts"]["types"], get_spec(cfg.dataset).language,
-                    select_device(cfg.device), tmp)
+                    ex.sentence_languages(cfg, "train"), select_device(cfg.device), tmp)
         rows, counts = AUGMENTERS[cfg.method](cfg, gold)
         write_jsonl(tmp / "generations.jsonl", rows)
         return counts

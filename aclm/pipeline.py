@@ -17,13 +17,13 @@ from __future__ import annotations
 import logging
 import random
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from aclm import experiment as ex
 from aclm.data import TaggedSentence, read_conll, write_conll
-from aclm.datasets import get_spec
 from aclm.diversity import diversity
 from aclm.io import read_json, read_jsonl, write_json, write_jsonl
 from aclm.postprocess import filter_augmentations
@@ -37,10 +37,6 @@ STAGES = ("s2_keywords", "s3_templates", "s4_generator", "s5_generate", "s6_post
 
 def stage_dir(cfg: DictConfig, name: str) -> Path:
     return ex.method_dir(cfg) / name
-
-
-def language(cfg: DictConfig) -> str:
-    return get_spec(cfg.dataset).language
 
 
 def gold(cfg: DictConfig, split: str) -> list[TaggedSentence]:
@@ -66,12 +62,19 @@ def keywords_stage(cfg: DictConfig, force: bool = False) -> Path:
             model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
         facts = {}
         for split in ("train", "dev"):
-            sentences = gold(cfg, split)
-            keywords, records, counts = extract_keywords(model, tokenizer, sentences, cfg.keywords,
-                                                         language(cfg), device, cfg.seed)
+            sentences, langs = gold(cfg, split), ex.sentence_languages(cfg, split)
+            records: list[dict] = [{} for _ in sentences]
+            counts: Counter = Counter()
+            for lang in sorted(set(langs)):  # stop words are per language
+                index = [i for i, sentence_lang in enumerate(langs) if sentence_lang == lang]
+                _, found, found_counts = extract_keywords(model, tokenizer, [sentences[i] for i in index],
+                                                          cfg.keywords, lang, device, cfg.seed)
+                for i, record in zip(index, found):
+                    records[i] = record
+                counts.update(found_counts)
             write_jsonl(tmp / f"{split}.jsonl", [{"tokens": s.tokens, "tags": s.tags, **r}
                                                   for s, r in zip(sentences, records)])
-            facts[split] = counts
+            facts[split] = dict(counts)
         return facts
 
     section = {"keywords": cfg.keywords, "seed": cfg.seed}
@@ -139,7 +142,8 @@ def generator_stage(cfg: DictConfig, force: bool = False) -> Path:
         gen_cfg = cfg.generator.copy()
         gen_cfg.model = model_path(cfg.generator.model)
         with tempfile.TemporaryDirectory(dir=tmp.parent) as checkpoints:
-            return finetune(gen_cfg, language(cfg), load_templates(s3, "train"), load_templates(s3, "dev"),
+            languages = {split: ex.sentence_languages(cfg, split) for split in ("train", "dev")}
+            return finetune(gen_cfg, load_templates(s3, "train"), load_templates(s3, "dev"), languages,
                             entity_types_of(cfg), tmp, Path(checkpoints), cfg.seed, device)
 
     section = {"generator": cfg.generator, "seed": cfg.seed}
@@ -170,11 +174,13 @@ def generate_stage(cfg: DictConfig, force: bool = False) -> Path:
             neighbours = gen.nearest_neighbours([" ".join(r["tokens"]) for r in rows], model_path(g.mixner.embedder),
                                                 k, g.mixner.batch_size, device)
         partners = gen.plan_partners(len(rows), neighbours, g.mixner, g.rounds, cfg.seed)
-        model, tokenizer = load_generator(str(s4), language(cfg), device)
+        langs = ex.sentence_languages(cfg, "train")
+        model, tokenizer = load_generator(str(s4), langs[0], device)
         jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, cfg.seed)
         types = entity_types_of(cfg)
+        codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
         outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
-                                  language_code(tokenizer, language(cfg)), cfg.seed, device)
+                                  [codes[langs[job.source]] for job in jobs], cfg.seed, device)
         screened, counts = gen.screen(jobs, outputs, types)
         for row in screened:
             row["sources"] = [row["source"]] + ([row["partner"]] if row["partner"] is not None else [])

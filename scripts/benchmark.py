@@ -84,7 +84,7 @@ def main() -> None:
     add_label_tokens(model, gen_tok, types, {})
     jobs = [Job(i, 0, None, t) for i, t in enumerate(templates[:args.generate])]
     seconds, _ = timed(decode_jobs, model, gen_tok, jobs, cfg.generation, label_tokens(types),
-                       language_code(gen_tok, "en"), 1, device)
+                       [language_code(gen_tok, "en")] * len(jobs), 1, device)
     figures["generation_sentences_per_s"] = len(jobs) / seconds
 
     print(f"device {device}, encoder {args.encoder}, generator {args.generator}, embedder {args.embedder}")

@@ -62,7 +62,7 @@ def main() -> None:
 
         select_device(cfg.device)
         tagger = load_tagger(args.model)
-        scores = {name: evaluate_on(tagger, sentences, cfg.ner.eval_batch_size, None)
+        scores = {name: evaluate_on(tagger, sentences, cfg.ner.eval_batch_size, None)[0]
                   for name, sentences in test_sets(cfg).items()}
     elif args.gold and args.pred:
         scores = {str(args.pred): compare_files(args.gold, args.pred)}

@@ -79,3 +79,24 @@ def test_gold_only_result(finished):
     assert set(result["per_length"]) == {"len_lt5", "len_5_10", "len_ge10"}
     assert result["config"]["ner"]["model"] == "models/tiny/xlm-roberta"
     assert "torch" in result["versions"] and result["config_hash"]
+
+
+def test_multilingual_union(fast, tmp_path):
+    cfg = fast(tmp_path, "method=aclm", "dataset=sample/multi")
+    result = read_json(run_method(cfg) / "result.json")
+    assert set(result["test"]) == {"sample/en", "sample/de"}
+    languages = read_json(ex.data_dir(cfg) / "languages.json")["train"]
+    assert languages.count("en") == 60 and languages.count("de") == 20
+    tokenizer_config = read_json(ex.method_dir(cfg) / "s4_generator" / "tokenizer_config.json")
+    assert tokenizer_config["src_lang"] in ("en_XX", "de_DE")
+
+
+def test_generation_batches_hold_one_language():
+    from aclm.generation import Job, batches
+
+    jobs = [Job(i, 0, None, "x" * (i % 3 + 1)) for i in range(7)]
+    codes = ["en_XX", "de_DE", "en_XX", "de_DE", "en_XX", "en_XX", "de_DE"]
+    out = batches(jobs, codes, size=2)
+    assert sorted(j for b in out for j in b) == list(range(7))
+    assert all(len({codes[j] for j in b}) == 1 and len(b) <= 2 for b in out)
+    assert [len(jobs[j].template) for j in out[0]] == sorted((len(jobs[j].template) for j in out[0]), reverse=True)
