@@ -363,7 +363,7 @@ def test_the_code_mix_pool_refuses_the_target_language(cfg):
 
 def gold(sample, work_dir: Path) -> Gold:
     train, dev = sample
-    return Gold(train, dev, sorted(entity_types(train)), "en", torch.device("cpu"), work_dir)
+    return Gold(train, dev, sorted(entity_types(train)), "en", ["en"] * len(train), torch.device("cpu"), work_dir)
 
 
 def test_augment_returns_contract_rows(cfg, sample, tmp_path):
