@@ -9,6 +9,7 @@ silently dropping it.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Iterable, Sequence
 from aclm.io import atomic_write_text
 
 FORMATS = ("auto", "token_tag", "index_token_tag", "token_offset_tag", "multiconer")
+log = logging.getLogger("aclm.data")
 _TAG_RE = re.compile(r"^(?:O|[BI]-\S+)$", re.IGNORECASE)
 
 
@@ -115,19 +117,22 @@ _COLUMNS = {"token_tag": (2, 0, 1), "index_token_tag": (3, 1, 2),
             "token_offset_tag": (3, 0, 2), "multiconer": (4, 0, 3)}
 
 
-def read_conll(path: str | Path, fmt: str = "auto") -> list[TaggedSentence]:
+def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = None) -> list[TaggedSentence]:
     """Read sentences from any supported layout, normalising the tags.
 
     Skipped on purpose: ``-DOCSTART-`` lines and MultiCoNER's ``# id`` lines.
-    Everything else that is not a well-formed token line is an error.
+    Everything else that is not a well-formed token line is an error, empty
+    tokens included unless ``empty_token`` names a stand-in (each use is logged
+    with its file and line).
     """
     path = Path(path)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
     lines = path.read_text(encoding="utf-8").splitlines()
+    # MultiCoNER files mix `token<TAB>tag` and `token _ _ tag` lines; in auto mode either is read
+    mixed = fmt == "auto" and _detect_format(path, lines) in ("token_tag", "multiconer")
     if fmt == "auto":
         fmt = _detect_format(path, lines)
-    width, token_col, tag_col = _COLUMNS[fmt]
 
     sentences: list[TaggedSentence] = []
     tokens: list[str] = []
@@ -150,11 +155,17 @@ def read_conll(path: str | Path, fmt: str = "auto") -> list[TaggedSentence]:
             flush()
             continue
         cols = split_columns(stripped)
+        if mixed:
+            fmt = "multiconer" if len(cols) == 4 and cols[1:3] == ["_", "_"] else "token_tag"
+        width, token_col, tag_col = _COLUMNS[fmt]
         if len(cols) != width:
             raise DataError(f"{path}:{lineno}: expected {width} columns ({fmt}), found {len(cols)}: {line!r}")
         token, tag = cols[token_col], cols[tag_col]
         if not token:
-            raise DataError(f"{path}:{lineno}: empty token")
+            if empty_token is None:
+                raise DataError(f"{path}:{lineno}: empty token")
+            log.warning("%s:%d: empty token read as %r", path, lineno, empty_token)
+            token = empty_token
         if not _TAG_RE.match(tag):
             raise DataError(f"{path}:{lineno}: tag {tag!r} is not in the BIO scheme (O, B-X, I-X)")
         if not tokens:

@@ -34,6 +34,7 @@ class DatasetSpec:
     samples: dict = field(default_factory=dict)
     hf: Optional[dict] = None
     union: list = field(default_factory=list)   # member datasets (the multilingual setting)
+    empty_token: Optional[str] = None           # stand-in for empty tokens (else they are an error)
 
     def path(self, rel: str, data_dir: str | Path) -> Path:
         base = PROJECT_ROOT if self.root == "project" else Path(data_dir)
@@ -72,7 +73,7 @@ def load_split(name: str, split: str, data_dir: str | Path | None = None) -> lis
         return None
     path = spec.path(rel, resolve_data_dir(str(data_dir) if data_dir else None))
     if path.exists():
-        return read_conll(path, spec.format)
+        return read_conll(path, spec.format, spec.empty_token)
     if spec.hf and not isinstance(split, int):
         return load_from_hub(spec, split)
     raise FileNotFoundError(f"{path} not found for dataset {name!r} split {split!r}: "

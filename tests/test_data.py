@@ -115,3 +115,17 @@ def test_label_sets_that_differ_between_splits():
 def test_sentence_rejects_length_mismatch():
     with pytest.raises(DataError):
         TaggedSentence(["a", "b"], ["O"])
+
+
+def test_mixed_multiconer_lines_in_one_file(tmp_path):
+    path = write(tmp_path, "the\tO\nbeatles\tB-GRP\n\nв _ _ O\nмоскве _ _ B-LOC\n")
+    assert [s.tags for s in read_conll(path)] == [["O", "B-GRP"], ["O", "B-LOC"]]
+    with pytest.raises(DataError, match=":4: expected 2 columns"):
+        read_conll(path, "token_tag")
+
+
+def test_empty_token_stand_in_is_explicit(tmp_path):
+    path = write(tmp_path, "0\tu.\tO\n1\t\tO\n2\t.\tO\n")
+    with pytest.raises(DataError, match=rf"{path}:2: empty token"):
+        read_conll(path)
+    assert read_conll(path, empty_token="_")[0].tokens == ["u.", "_", "."]
