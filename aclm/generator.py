@@ -108,6 +108,17 @@ def precision_flags(mode: str, device: torch.device) -> dict:
     return {mode: True}
 
 
+def training_arguments(cfg: DictConfig, work_dir: Path, seed: int, device: torch.device) -> Seq2SeqTrainingArguments:
+    """The generator's training recipe (also MulDA's): one evaluation per epoch, best by dev loss."""
+    return Seq2SeqTrainingArguments(
+        output_dir=str(work_dir), num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
+        per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=cfg.batch_size,
+        weight_decay=cfg.weight_decay, eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
+        load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
+        seed=seed, data_seed=seed, report_to=[], logging_steps=10, dataloader_num_workers=0,
+        use_cpu=device.type == "cpu", **precision_flags(cfg.mixed_precision, device))
+
+
 def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: tuple[list[list[Piece]], list[str]],
              languages: dict[str, list[str]], types: Sequence[str], out_dir: Path, work_dir: Path, seed: int,
              device: torch.device) -> dict:
@@ -122,14 +133,7 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     codes = {split: [language_code(tokenizer, lang) for lang in langs] for split, langs in languages.items()}
     train_set = TemplateDataset(*train, codes["train"], tokenizer, mask, cfg.max_length, seed)
     dev_set = TemplateDataset(*dev, codes["dev"], tokenizer, mask, cfg.max_length, seed)
-    args = Seq2SeqTrainingArguments(
-        output_dir=str(work_dir), num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
-        per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=cfg.batch_size,
-        weight_decay=cfg.weight_decay, eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
-        load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
-        seed=seed, data_seed=seed, report_to=[], logging_steps=10, dataloader_num_workers=0,
-        use_cpu=device.type == "cpu", **precision_flags(cfg.mixed_precision, device))
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=train_set, eval_dataset=dev_set,
+    trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, work_dir, seed, device), train_dataset=train_set, eval_dataset=dev_set,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
                              callbacks=[RedrawMasks(train_set)])
     trainer.train()

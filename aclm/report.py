@@ -33,6 +33,8 @@ from aclm.io import atomic_write_text, read_json, sha256_path, write_json
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
 DASH = "—"
+RUN_COLUMNS = ("column", "method_id", "seed", "score", "status", "error")
+ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff")
 PerplexityFn = Callable[[Cell, dict], Optional[float]]
 
 
@@ -67,7 +69,10 @@ def template_fields(grid: Grid, cell: Cell) -> dict:
 
 
 def collect(grid: Grid, cells: list[Cell], perplexity_fn: Optional[PerplexityFn] = None) -> pd.DataFrame:
-    """One row per (run, column): the index columns, column, method_id, seed, value, status, error."""
+    """One row per (run, column): the index columns, then RUN_COLUMNS."""
+    clash = set(grid.index) & {*RUN_COLUMNS, *ENTRY_COLUMNS}
+    if clash:
+        raise ValueError(f"{grid.name}: index columns {sorted(clash)} clash with the report's own columns")
     rows = []
     for cell in cells:
         status, result, error = run_status(cell)
@@ -80,8 +85,8 @@ def collect(grid: Grid, cells: list[Cell], perplexity_fn: Optional[PerplexityFn]
                 if value is None:
                     row_status, row_error = MISSING, f"{cell.result_path} has no {path}"
             rows.append({**index, "column": column.format(**fields), "method_id": cell.method, "seed": cell.seed,
-                         "value": value, "status": row_status, "error": row_error})
-    long = pd.DataFrame(rows, columns=[*grid.index, "column", "method_id", "seed", "value", "status", "error"])
+                         "score": value, "status": row_status, "error": row_error})
+    long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
     return add_derived(long, grid)
 
 
@@ -98,7 +103,7 @@ def add_derived(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
             status = OK if states == {OK} else FAILED if FAILED in states else MISSING
             errors = by_column["error"].dropna()
             extra.append({**dict(zip(keys, key)), "column": name,
-                          "value": by_column["value"].mean() if status == OK else None, "status": status,
+                          "score": by_column["score"].mean() if status == OK else None, "status": status,
                           "error": None if status == OK else (errors.iloc[0] if len(errors) else None)})
     return pd.concat([long, pd.DataFrame(extra, columns=long.columns)], ignore_index=True) if extra else long
 
@@ -127,7 +132,7 @@ def summarize(long: pd.DataFrame, grid: Grid, reference: Optional[pd.DataFrame] 
     out = []
     for key, group in long.groupby(keys, sort=False):
         ok = group[group["status"] == OK]
-        values = [float(v) for v in ok["value"]]
+        values = [float(v) for v in ok["score"]]
         n = len(values)
         status = OK if n else FAILED if (group["status"] == FAILED).any() else MISSING
         errors = group.loc[group["status"] != OK, "error"].dropna()
@@ -305,8 +310,8 @@ def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.D
     failures = long[(long["status"] != OK) & long["error"].notna()].drop_duplicates(["error"])
     if len(failures):
         lines += ["", "Failures and gaps:"]
-        lines += [f"- {' '.join(str(r[k]) for k in grid.index)} {r['column']} seed {r['seed']}: {r['error']}"
-                  for _, r in failures.iterrows()]
+        lines += [f"- {' '.join(str(r[k]) for k in grid.index)} {r['column']} seed {r['seed']}: "
+                  f"{shorten(r['error'], 300)}" for _, r in failures.iterrows()]
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,6 @@ scratch, so they have no source sentence.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -21,7 +20,7 @@ from tqdm.auto import tqdm
 
 from aclm.config import DAGAConfig
 from aclm.data import TaggedSentence
-from baselines.linearize import REASONS, InvalidSequence, linearize, parse, tag_vocabulary
+from baselines.linearize import linearize, screen, tag_vocabulary
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 Device = str | torch.device
@@ -169,10 +168,6 @@ def sample(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int,
     return [words for words, _ in _sample(model, vocab, n, max_length, seed, device, batch_size)]
 
 
-def _key(sentence: TaggedSentence) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return tuple(sentence.tokens), tuple(sentence.tags)
-
-
 def generate(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int, seed: int,
              device: Device = "cpu") -> tuple[list[TaggedSentence], dict[str, int]]:
     """Train the LM and draw ``rounds`` x ``len(sentences)`` samples; keep the new, well-formed ones.
@@ -182,33 +177,8 @@ def generate(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int, 
     sentence and repeats of an earlier sample (same words and same tags).
     """
     model, vocab = train_lm(sentences, cfg, seed, device)
-    known = tag_vocabulary(sentences)
-    training = {_key(s) for s in sentences}
-    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
-    counts = Counter({"generated": 0, "dropped_truncated": 0, "dropped_invalid": 0,
-                      **{f"invalid_{r}": 0 for r in REASONS},
-                      "dropped_training_duplicate": 0, "dropped_duplicate": 0})
-    kept: list[TaggedSentence] = []
     samples = _sample(model, vocab, rounds * len(sentences), cfg.max_length, seed, device, batch_size=512)
-    for index, (words, finished) in enumerate(samples):
-        counts["generated"] += 1
-        if not finished:
-            counts["dropped_truncated"] += 1
-            continue
-        try:
-            new = parse(words, known)
-        except InvalidSequence as err:
-            counts["dropped_invalid"] += 1
-            counts[f"invalid_{err.reason}"] += 1
-            continue
-        key = _key(new)
-        if key in training:
-            counts["dropped_training_duplicate"] += 1
-        elif key in seen:
-            counts["dropped_duplicate"] += 1
-        else:
-            seen.add(key)
-            new.meta = {"method": "daga", "sample_index": index}
-            kept.append(new)
-    counts["kept"] = len(kept)
-    return kept, dict(counts)
+    kept, counts = screen(samples, tag_vocabulary(sentences), sentences)
+    for index, new in kept:
+        new.meta = {"method": "daga", "sample_index": index}
+    return [new for _, new in kept], counts

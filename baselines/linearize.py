@@ -16,6 +16,7 @@ the linearization does not carry.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Iterable, Sequence
 
 from aclm.data import TaggedSentence, normalise_tags
@@ -78,3 +79,47 @@ def parse(words: Sequence[str], known_tags: set[str]) -> TaggedSentence:
     if pending is not None:
         raise InvalidSequence(TAG_WITHOUT_WORD, f"{pending!r} ends the sequence")
     return TaggedSentence(tokens, normalise_tags(out_tags))
+
+
+Sample = tuple[list[str], bool]   # words, and whether the sample reached its end
+Key = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def _key(sentence: TaggedSentence) -> Key:
+    return tuple(sentence.tokens), tuple(sentence.tags)
+
+
+def screen(samples: Sequence[Sample], known_tags: set[str],
+           training: Sequence[TaggedSentence]) -> tuple[list[tuple[int, TaggedSentence]], dict[str, int]]:
+    """Keep the finished, well-formed, new samples (with their index), counting every drop.
+
+    Shared by the generate-from-scratch methods (DAGA, MulDA): a sample is
+    dropped when it was cut off before its end, does not parse, copies a
+    training sentence or repeats an earlier sample (same words and tags).
+    """
+    counts = Counter({"generated": len(samples), "dropped_truncated": 0, "dropped_invalid": 0,
+                      **{f"invalid_{r}": 0 for r in REASONS},
+                      "dropped_training_duplicate": 0, "dropped_duplicate": 0})
+    copies = {_key(s) for s in training}
+    seen: set[Key] = set()
+    kept: list[tuple[int, TaggedSentence]] = []
+    for index, (words, finished) in enumerate(samples):
+        if not finished:
+            counts["dropped_truncated"] += 1
+            continue
+        try:
+            new = parse(words, known_tags)
+        except InvalidSequence as err:
+            counts["dropped_invalid"] += 1
+            counts[f"invalid_{err.reason}"] += 1
+            continue
+        key = _key(new)
+        if key in copies:
+            counts["dropped_training_duplicate"] += 1
+        elif key in seen:
+            counts["dropped_duplicate"] += 1
+        else:
+            seen.add(key)
+            kept.append((index, new))
+    counts["kept"] = len(kept)
+    return kept, dict(counts)

@@ -15,27 +15,23 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
 import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
-from transformers import (DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2SeqTrainer,
-                          Seq2SeqTrainingArguments, set_seed)
+from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2SeqTrainer, set_seed
 
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
-from aclm.generator import load_generator, precision_flags
+from aclm.generator import load_generator, training_arguments
 from aclm.methods import Gold, kept_row
-from baselines.linearize import REASONS, InvalidSequence, linearize, parse, tag_vocabulary
+from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
 log = logging.getLogger("baselines.mulda")
 
-Sample = tuple[list[str], bool]
-Key = tuple[tuple[str, ...], tuple[str, ...]]
 
 
 def setup(path: str, language: str, tags: Sequence[str], device: torch.device | None = None):
@@ -71,14 +67,7 @@ def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSe
     """Fit the LM with ``Seq2SeqTrainer``; returns the best-by-dev-loss model (eval mode) and its loss."""
     pairs = [training_pair(s, tokenizer, cfg.max_length) for s in train]
     dev_pairs = [training_pair(s, tokenizer, cfg.max_length) for s in dev]
-    args = Seq2SeqTrainingArguments(
-        output_dir=str(checkpoints), num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
-        per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=cfg.batch_size,
-        weight_decay=cfg.weight_decay, eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
-        load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
-        seed=seed, data_seed=seed, report_to=[], logging_steps=10, dataloader_num_workers=0,
-        use_cpu=device.type == "cpu", **precision_flags(cfg.mixed_precision, device))
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=pairs, eval_dataset=dev_pairs,
+    trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, checkpoints, seed, device), train_dataset=pairs, eval_dataset=dev_pairs,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
     trainer.train()
     return trainer.model.eval(), trainer.state.best_metric
@@ -123,41 +112,6 @@ def sample(model, tokenizer: PreTrainedTokenizerBase, n: int, rounds: int, cfg: 
                                    max_length=cfg.max_length, forced_bos_token_id=code, forced_eos_token_id=None)
         out += [decode(tokenizer, ids, tag_ids) for ids in generated.tolist()]
     return out
-
-
-def _key(sentence: TaggedSentence) -> Key:
-    return tuple(sentence.tokens), tuple(sentence.tags)
-
-
-def screen(samples: Sequence[Sample], known_tags: set[str],
-           training: Sequence[TaggedSentence]) -> tuple[list[tuple[int, TaggedSentence]], dict[str, int]]:
-    """Keep the finished, well-formed, new samples (with their index); count every drop as DAGA does."""
-    counts = Counter({"generated": len(samples), "dropped_truncated": 0, "dropped_invalid": 0,
-                      **{f"invalid_{r}": 0 for r in REASONS},
-                      "dropped_training_duplicate": 0, "dropped_duplicate": 0})
-    copies = {_key(s) for s in training}
-    seen: set[Key] = set()
-    kept: list[tuple[int, TaggedSentence]] = []
-    for index, (words, finished) in enumerate(samples):
-        if not finished:
-            counts["dropped_truncated"] += 1
-            continue
-        try:
-            new = parse(words, known_tags)
-        except InvalidSequence as err:
-            counts["dropped_invalid"] += 1
-            counts[f"invalid_{err.reason}"] += 1
-            continue
-        key = _key(new)
-        if key in copies:
-            counts["dropped_training_duplicate"] += 1
-        elif key in seen:
-            counts["dropped_duplicate"] += 1
-        else:
-            seen.add(key)
-            kept.append((index, new))
-    counts["kept"] = len(kept)
-    return kept, dict(counts)
 
 
 def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:

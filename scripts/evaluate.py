@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from aclm.cli import main_guard, parse, stage_parser

@@ -65,17 +65,9 @@ TRAIN = BASE * 2
 CFG = DAGAConfig(embedding_dim=16, hidden_size=32, dropout=0.0, lr=0.02, epochs=30, batch_size=4, max_length=20)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The models here are tiny: a second thread only adds contention on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
-def trained(one_thread):
+def trained():
     return train_lm(TRAIN, CFG, seed=0, device="cpu")
 
 

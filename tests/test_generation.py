@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from statistics import NormalDist
 
 import pytest

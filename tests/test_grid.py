@@ -66,7 +66,8 @@ def test_sweep_values_get_their_own_run_dir_except_the_profiles_own():
     assert by_label["0.3"].runs == "runs" and by_label["0.3"].args()[-1] == CROSS  # Table 1's run
     assert by_label["0.4"].runs == "runs/sweeps/keywords.p-0.4"
     assert by_label["0.4"].args()[-1] == "keywords.p=0.4"
-    assert str(by_label["0"].result_path) == "runs/sweeps/keywords.p-0.0/paper/multiconer/en/gold200/seed1/aclm/s7_ner/result.json"
+    assert str(by_label["0"].result_path) == \
+        "runs/sweeps/keywords.p-0.0/paper/multiconer/en/gold200/seed1/aclm/s7_ner/result.json"
     layers = {c.sweep: c.runs for c in expand(load_grid("table7"), "reference_code", sizes="200", seeds="1")}
     assert layers["last_4"] == "runs/sweeps/keywords.layers-last4"  # the released code uses 8-11
 
@@ -88,7 +89,8 @@ def test_cell_paths_match_the_experiment_layout():
         cfg = load_config(cell.args())
         expected = experiment.s1_dir(cfg) if method == "gold_only" else experiment.method_dir(cfg) / "s7_ner"
         assert cell.result_path == expected / "result.json"
-    assert Cell("paper", "multiconer/en", "full", "aclm", 1, "runs").root == Path("runs/paper/multiconer/en/goldfull/seed1")
+    full = Cell("paper", "multiconer/en", "full", "aclm", 1, "runs")
+    assert full.root == Path("runs/paper/multiconer/en/goldfull/seed1")
 
 
 def test_prerequisites_s1_and_aclm_for_wikineural():

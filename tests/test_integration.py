@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
 from aclm import experiment as ex
 from aclm.data import read_conll

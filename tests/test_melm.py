@@ -30,14 +30,6 @@ BAND = s("the band copper lanterns formed in bristol", "O O B-GRP I-GRP O O B-LO
 RAIN = s("rain fell", "O O")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The model is tiny: a second thread only adds contention on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def cfg():

@@ -19,14 +19,6 @@ def s(text: str, tags: str) -> TaggedSentence:
     return TaggedSentence(text.split(), tags.split())
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The model is tiny: a second thread only adds contention on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def lm():

@@ -177,7 +177,8 @@ def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path):
     for cell in cells:
         write_result(cell, 50.0, 20.0)
         result = json.loads(cell.result_path.read_text())
-        result["augmentation"] = {"diversity": {"diversity_e": 40.0 + cell.seed, "diversity_n": 20.0, "diversity_l": 5.0}}
+        diversity = {"diversity_e": 40.0 + cell.seed, "diversity_n": 20.0, "diversity_l": 5.0}
+        result["augmentation"] = {"diversity": diversity}
         result["config"] = {"analysis": {"perplexity_model": "models/tiny/gpt2", "batch_size": 4}}
         cell.result_path.write_text(json.dumps(result))
         cell.aug_path.parent.mkdir(parents=True)
