@@ -196,9 +196,12 @@ def _load_yaml_chain(path: Path, seen: tuple[Path, ...] = ()) -> DictConfig:
 
 def _resolve_config_file(name: str, base: Path = CONFIG_DIR) -> Path:
     candidate = Path(name)
-    if candidate.suffix in (".yaml", ".yml"):
-        return candidate if candidate.is_absolute() or candidate.exists() else base / candidate
-    return base / f"{name}.yaml"
+    if candidate.suffix not in (".yaml", ".yml"):
+        return base / f"{name}.yaml"
+    for path in (candidate, base / candidate, PROJECT_ROOT / candidate):
+        if path.exists():
+            return path
+    return candidate
 
 
 def load_config(overrides: list[str] | None = None, config_files: list[str] | None = None) -> DictConfig:

@@ -53,3 +53,9 @@ def test_hash_changes_with_values_only():
     a, b = load_config(), load_config()
     assert config_hash(a.ner) == config_hash(b.ner)
     assert config_hash(a.ner) != config_hash(load_config(["ner.epochs=3"]).ner)
+
+
+def test_wikineural_tagger_file():
+    cfg = load_config(config_files=["configs/taggers/wikineural.yaml"])
+    assert cfg.ner.tagger == "bilstm_crf" and cfg.ner.layer_mean and cfg.ner.subtoken_pooling == "mean"
+    assert cfg.ner.lr == pytest.approx(1e-3) and cfg.ner.hidden_size == 512
