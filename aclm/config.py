@@ -240,6 +240,12 @@ def validate(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {allowed}")
+    from aclm.datasets import registry  # the registry reads this module's paths
+
+    for name in [cfg.dataset, *cfg.test_datasets]:
+        if name not in registry():
+            raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry()))} "
+                              f"(add it to {CONFIG_DIR / 'datasets.yaml'})")
     if not (isinstance(cfg.gold, int) or cfg.gold == "full"):
         raise ConfigError(f"gold={cfg.gold!r}: give a number of sentences or 'full'")
     if not (cfg.splits.dev_size in (None, "gold") or isinstance(cfg.splits.dev_size, int)):

@@ -75,6 +75,7 @@ GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "
 BLOCK_KEYS = {"datasets", "sizes", "methods", "overrides", "sweep", "columns"}
 
 Gold = Union[int, str]
+Slice = Union[str, Sequence, None]                # "en,de", "en de", ["en", "de"] or None (everything)
 
 
 class GridError(ValueError):
@@ -208,7 +209,7 @@ def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
 
 # --- expansion -----------------------------------------------------------------------------
 
-def parse_slice(value: Union[str, Sequence, None]) -> Optional[list[str]]:
+def parse_slice(value: Slice) -> Optional[list[str]]:
     """``"en,de"``, ``"en de"`` or a list -> ``["en", "de"]``; empty -> None (no slice)."""
     if value is None:
         return None
@@ -245,8 +246,8 @@ def _check_slice(name: str, wanted: Optional[list[str]], available: Iterable[str
                         f"(it has {', '.join(sorted(available))})")
 
 
-def expand(grid: Grid, profile: str, runs: str = "runs", langs=None, sizes=None, methods=None,
-           seeds=None) -> list[Cell]:
+def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, sizes: Slice = None,
+           methods: Slice = None, seeds: Slice = None) -> list[Cell]:
     """The grid's cells, in a stable order, restricted to the slices given.
 
     ``langs`` matches a dataset name or its last part (``en`` matches
