@@ -142,6 +142,7 @@ class SplitConfig:
 class Config:
     profile: str = MISSING
     method: str = MISSING
+    variant: str = MISSING               # names a method's sweep point: runs in <method>@<variant>/, sharing S0-S1
     dataset: str = MISSING               # a key of configs/datasets.yaml
     test_datasets: list = field(default_factory=list)  # extra test sets (cross-lingual)
     gold: Union[int, str] = MISSING      # gold sentences, or "full"

@@ -8,6 +8,7 @@ Layout, one directory per stage::
         data/          train.conll dev.conll (the gold sample)
         s1_ner/        best-model.pt result.json   <- also the Gold-only run
         <method>/      its own stages ..., then s7_ner/result.json
+        <method>@<variant>/   the same for a sweep point (e.g. aclm@keywords.p-0.4)
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def s1_dir(cfg: DictConfig) -> Path:
 
 
 def method_dir(cfg: DictConfig) -> Path:
-    return run_root(cfg) / cfg.method
+    """A method's stages; a sweep point (``variant``) gets its own, beside the method's."""
+    return run_root(cfg) / (f"{cfg.method}@{cfg.variant}" if cfg.variant else cfg.method)
 
 
 def member_config(cfg: DictConfig, member: str) -> DictConfig:

@@ -40,10 +40,10 @@ slice (never a METHODS slice: methods of a setting share S1), e.g.
 CUDA_VISIBLE_DEVICES=1 make reproduce-table1 LANGS=ko,nl,ru,tr,zh &``.  Each
 slice gets its own fragment file, so concurrent makes do not clash.
 
-Sweeps (Tables 5-7) change a config value that the run layout does not
-encode, so a swept cell runs under its own run dir,
-``<runs>/sweeps/<key>-<value>/`` (its own S1 too); the value the profile
-already uses runs in the main tree and is shared with Table 1.
+Sweeps (Tables 5-7) change one config value of a method: a swept cell runs as
+the variant ``<method>@<key>-<value>/`` beside the method's own directory and
+shares the setting's gold data and S1; the value the profile already uses is
+the method's plain run, shared with Table 1.
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ class Cell:
     overrides: tuple[str, ...] = ()              # extra key=value, as passed to run_method.py
     sweep: Optional[str] = None                  # the sweep label, for the table layout
     block: int = 0
+    variant: str = ""                            # a sweep point's method directory suffix
+    variant_overrides: tuple[str, ...] = ()      # the swept key=value (not passed to S1)
 
     @property
     def root(self) -> Path:
@@ -127,10 +129,15 @@ class Cell:
         return Path(self.runs) / self.profile / self.dataset / f"gold{self.gold}" / f"seed{self.seed}"
 
     @property
+    def method_dir(self) -> Path:
+        """Mirrors ``aclm.experiment.method_dir``."""
+        return self.root / (f"{self.method}@{self.variant}" if self.variant else self.method)
+
+    @property
     def result_path(self) -> Path:
         if self.method == "gold_only":
             return self.root / "s1_ner" / "result.json"
-        return self.root / self.method / "s7_ner" / "result.json"
+        return self.method_dir / "s7_ner" / "result.json"
 
     @property
     def failed_path(self) -> Path:
@@ -138,7 +145,7 @@ class Cell:
 
     @property
     def aug_path(self) -> Path:
-        return self.root / self.method / "s6_postprocess" / "aug.conll"
+        return self.method_dir / "s6_postprocess" / "aug.conll"
 
     @property
     def phase(self) -> int:
@@ -146,12 +153,14 @@ class Cell:
         return {"gold_only": 0, "wikineural": 2}.get(self.method, 1)
 
     def args(self) -> list[str]:
+        variant = [f"variant={self.variant}", *self.variant_overrides] if self.variant else []
         return [f"method={self.method}", f"profile={self.profile}", f"dataset={self.dataset}",
-                f"gold={self.gold}", f"seed={self.seed}", f"run_dir={self.runs}", *self.overrides]
+                f"gold={self.gold}", f"seed={self.seed}", f"run_dir={self.runs}", *self.overrides, *variant]
 
     def prerequisites(self) -> list["Cell"]:
-        needs = [] if self.method == "gold_only" else [replace(self, method="gold_only")]
-        return needs + ([replace(self, method="aclm")] if self.method == "wikineural" else [])
+        plain = replace(self, variant="", variant_overrides=())   # sweep points share the setting's S1
+        needs = [] if self.method == "gold_only" else [replace(plain, method="gold_only")]
+        return needs + ([replace(plain, method="aclm")] if self.method == "wikineural" else [])
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -271,26 +280,30 @@ def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, si
                 for method in block.methods:
                     if methods and method not in methods:
                         continue
-                    for label, extra, run_dir in _sweep_points(block, profile, method, base, runs):
+                    for label, extra, variant in _sweep_points(block, profile, method, base):
                         for seed in seed_list:
-                            cells.append(Cell(profile, dataset, gold, method, seed, run_dir,
-                                              base + extra, label, i))
+                            cells.append(Cell(profile, dataset, gold, method, seed, runs, base, label, i,
+                                              variant, extra))
     return cells
 
 
-def _sweep_points(block: Block, profile: str, method: str, base: tuple[str, ...],
-                  runs: str) -> list[tuple[Optional[str], tuple[str, ...], str]]:
-    """(label, extra overrides, run dir) per sweep value; one plain point without a sweep."""
+def _sweep_points(block: Block, profile: str, method: str,
+                  base: tuple[str, ...]) -> list[tuple[Optional[str], tuple[str, ...], str]]:
+    """(label, swept key=value, variant) per sweep value; one plain point without a sweep.
+
+    The profile's own value is the method's plain run; any other value runs as
+    the variant ``<key>-<value>`` beside it, sharing the setting's gold data and S1.
+    """
     if not block.sweep_key:
-        return [(None, (), runs)]
+        return [(None, (), "")]
     current = profile_value(profile, method, block.sweep_key, base)
     points = []
     for label, value in block.sweep_values.items():
         if value == current:
-            points.append((label, (), runs))
+            points.append((label, (), ""))
         else:
-            slug = re.sub(r"[^\w.+-]", "_", f"{block.sweep_key}-{format_value(value)}")
-            points.append((label, (f"{block.sweep_key}={format_value(value)}",), f"{runs}/sweeps/{slug}"))
+            variant = re.sub(r"[^\w.+-]", "_", f"{block.sweep_key}-{format_value(value)}")
+            points.append((label, (f"{block.sweep_key}={format_value(value)}",), variant))
     return points
 
 

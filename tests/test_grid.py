@@ -59,17 +59,20 @@ def test_a_slice_that_matches_nothing_is_an_error():
         expand(load_grid("table1"), "paper", methods="mulda")
 
 
-def test_sweep_values_get_their_own_run_dir_except_the_profiles_own():
+def test_sweep_values_run_as_variants_sharing_s1_except_the_profiles_own():
     cells = expand(load_grid("table5"), "paper", sizes="200", seeds="1")
     by_label = {c.sweep: c for c in cells}
     assert len(cells) == 8
-    assert by_label["0.3"].runs == "runs" and by_label["0.3"].args()[-1] == CROSS  # Table 1's run
-    assert by_label["0.4"].runs == "runs/sweeps/keywords.p-0.4"
-    assert by_label["0.4"].args()[-1] == "keywords.p=0.4"
+    assert by_label["0.3"].variant == "" and by_label["0.3"].args()[-1] == CROSS  # Table 1's run
+    assert by_label["0.4"].variant == "keywords.p-0.4"
+    assert by_label["0.4"].args()[-2:] == ["variant=keywords.p-0.4", "keywords.p=0.4"]
     assert str(by_label["0"].result_path) == \
-        "runs/sweeps/keywords.p-0.0/paper/multiconer/en/gold200/seed1/aclm/s7_ner/result.json"
-    layers = {c.sweep: c.runs for c in expand(load_grid("table7"), "reference_code", sizes="200", seeds="1")}
-    assert layers["last_4"] == "runs/sweeps/keywords.layers-last4"  # the released code uses 8-11
+        "runs/paper/multiconer/en/gold200/seed1/aclm@keywords.p-0.0/s7_ner/result.json"
+    s1 = by_label["0.4"].prerequisites()[0]
+    assert s1.result_path == by_label["0.3"].prerequisites()[0].result_path   # one shared S1
+    assert "keywords.p=0.4" not in s1.args()
+    layers = {c.sweep: c.variant for c in expand(load_grid("table7"), "reference_code", sizes="200", seeds="1")}
+    assert layers["last_4"] == "keywords.layers-last4"  # the released code uses 8-11
 
 
 def test_grids_agree_on_shared_runs_and_a_clash_is_found():
