@@ -34,9 +34,20 @@ def fingerprint(config: Any, inputs: Sequence[Path]) -> str:
     return config_hash(config, {str(p): input_digest(Path(p)) for p in inputs})
 
 
+def output_listing(out_dir: Path) -> dict[str, int]:
+    """Every file a stage wrote, with its size, so a later deletion or truncation is noticed."""
+    return {str(p.relative_to(out_dir)): p.stat().st_size
+            for p in sorted(out_dir.rglob("*")) if p.is_file() and p.name != STAMP}
+
+
 def is_current(out_dir: Path, config: Any, inputs: Sequence[Path]) -> bool:
+    """The stamp matches the config and inputs, and every file it lists is there, whole."""
     stamp = Path(out_dir) / STAMP
-    return stamp.exists() and read_json(stamp)["fingerprint"] == fingerprint(config, inputs)
+    if not stamp.exists():
+        return False
+    info = read_json(stamp)
+    return (info["fingerprint"] == fingerprint(config, inputs)
+            and output_listing(Path(out_dir)) == info.get("outputs"))
 
 
 def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
@@ -63,6 +74,7 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
             "inputs": [str(p) for p in inputs],
             "config": to_dict(config),
             "facts": facts,
+            "outputs": output_listing(scratch),
         })
     log.info("%s: done in %.1f s", name, time.perf_counter() - start)
     return True

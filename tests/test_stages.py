@@ -68,3 +68,13 @@ def test_failed_rerun_keeps_the_previous_output(tmp_path):
 def test_missing_input_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing"):
         run_stage("s", tmp_path / "s", {}, [tmp_path / "nope"], writer([]))
+
+
+def test_a_deleted_or_truncated_output_reruns_the_stage(tmp_path):
+    calls = []
+    run_stage("s", tmp_path / "s", {}, [], writer(calls, "complete"))
+    (tmp_path / "s" / "out.txt").unlink()
+    assert run_stage("s", tmp_path / "s", {}, [], writer(calls, "complete"))
+    (tmp_path / "s" / "out.txt").write_text("cut")
+    assert run_stage("s", tmp_path / "s", {}, [], writer(calls, "complete"))
+    assert not run_stage("s", tmp_path / "s", {}, [], writer(calls, "complete"))
