@@ -123,3 +123,17 @@ def test_entity_free_and_consistency_filters():
     assert [a.tokens for a, _ in kept] == [["bob", "sang"]] and counts["inconsistent"] == 1
     with pytest.raises(ValueError, match="gold NER model"):
         filter_augmentations(candidates, post(consistency_filter=True))
+
+
+def test_label_tokens_start_from_related_words(tiny_models):
+    from aclm.generator import add_label_tokens, load_generator
+
+    model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
+    before = len(tokenizer)
+    tokens = add_label_tokens(model, tokenizer, ["PER", "CW"], {"PER": "person", "CW": "creative work"})
+    assert tokens == ["<b-cw>", "<i-cw>", "<b-per>", "<i-per>"] and len(tokenizer) == before + 4
+    assert tokenizer.tokenize("<b-per> ann <b-per>")[0] == "<b-per>"          # never split
+    emb = model.get_input_embeddings().weight
+    for token, words in (("<b-per>", "person"), ("<i-cw>", "creative work")):
+        ids = tokenizer(words, add_special_tokens=False)["input_ids"]
+        assert torch.allclose(emb[tokenizer.convert_tokens_to_ids(token)], emb[ids].mean(dim=0))
