@@ -16,6 +16,7 @@ NER reproduces) is the shared post-processing's (``configs/methods/melm.yaml``).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from omegaconf import DictConfig
 
@@ -30,11 +31,27 @@ log = logging.getLogger("melm")
 
 
 def code_mixed_seeds(cfg: DictConfig, gold: Gold) -> tuple[list[Seed], list[str]]:
-    """Code-mixed copies of the gold sentences and the languages they borrow from (none when off)."""
+    """Code-mixed copies of the gold sentences and the languages they borrow from (none when off).
+
+    Monolingual gold borrows from the datasets in ``melm.code_mix_languages``;
+    multilingual gold (a union) borrows, for each language, from the other
+    languages' gold sentences, as MELM's multilingual setting does.
+    """
     if not cfg.melm.code_mix:
         return [], []
-    pool = load_code_mix_pool(list(cfg.melm.code_mix_languages), cfg.data_dir, gold.language)
-    return code_mix(gold.train, pool, sbert_embedder(cfg, gold.device), cfg.seed), sorted(pool)
+    embed = sbert_embedder(cfg, gold.device)
+    by_language: dict[str, list[int]] = {}
+    for i, lang in enumerate(gold.languages):
+        by_language.setdefault(lang, []).append(i)
+    if len(by_language) == 1:
+        pool = load_code_mix_pool(list(cfg.melm.code_mix_languages), cfg.data_dir, gold.language)
+        return code_mix(gold.train, pool, embed, cfg.seed), sorted(pool)
+    seeds = []
+    for lang, index in sorted(by_language.items()):
+        pool = {other: [gold.train[i] for i in rows] for other, rows in by_language.items() if other != lang}
+        mixed = code_mix([gold.train[i] for i in index], pool, embed, cfg.seed)
+        seeds += [replace(seed, source=index[seed.source]) for seed in mixed]
+    return seeds, sorted(by_language)
 
 
 def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:

@@ -385,3 +385,20 @@ def test_augment_with_code_mixing_keeps_types_and_drops_markers(sample, tmp_path
         spans = TaggedSentence(row["tokens"], row["tags"]).spans()
         assert [t for *_, t in spans] == [t for *_, t in source.spans()]
         assert not any(w.startswith("<") and w.endswith(">") for w in row["tokens"])
+
+
+def test_multilingual_code_mixing_borrows_from_the_other_languages(tiny_models, tmp_path):
+    from melm.augment import code_mixed_seeds
+
+    en = [s("ann lives in paris", "B-PER O O B-LOC"), s("bob visited rome", "B-PER O B-LOC")]
+    de = [s("eva wohnt in berlin", "B-PER O O B-LOC")]
+    cfg = load_config(["profile=tiny", "method=melm", "melm.code_mix=true"])
+    gold = Gold(en + de, [], ["LOC", "PER"], "multi", ["en", "en", "de"], torch.device("cpu"), tmp_path)
+    seeds, languages = code_mixed_seeds(cfg, gold)
+    assert languages == ["de", "en"]
+    for seed in seeds:
+        source_lang = gold.languages[seed.source]
+        assert set(seed.markers.values()) and source_lang not in seed.markers.values()
+        types = [t for *_, t in seed.sentence.spans()]
+        assert types == [t for *_, t in gold.train[seed.source].spans()]     # entity types kept
+    assert {gold.languages[seed.source] for seed in seeds} == {"en", "de"}
