@@ -39,6 +39,7 @@ class Gold:
     types: list[str]
     language: str                        # the dataset's ("multi" for a union)
     languages: list[str]                 # each train sentence's
+    dev_languages: list[str]             # each dev sentence's
     device: object
     work_dir: Path
 
@@ -110,7 +111,8 @@ def augment_stage(cfg: DictConfig, force: bool = False) -> Path:
         seed_everything(cfg.seed)
         gold = Gold(read_conll(data / "train.conll"), read_conll(data / "dev.conll"),
                     read_json(data / "_stage.json")["facts"]["types"], get_spec(cfg.dataset).language,
-                    ex.sentence_languages(cfg, "train"), select_device(cfg.device), tmp)
+                    ex.sentence_languages(cfg, "train"), ex.sentence_languages(cfg, "dev"),
+                    select_device(cfg.device), tmp)
         rows, counts = AUGMENTERS[cfg.method](cfg, gold)
         write_jsonl(tmp / "generations.jsonl", rows)
         return counts

@@ -26,7 +26,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2Se
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
-from aclm.generator import load_generator, training_arguments
+from aclm.generator import language_code, load_generator, training_arguments
 from aclm.methods import Gold, kept_row
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
@@ -50,23 +50,31 @@ def setup(path: str, language: str, tags: Sequence[str], device: torch.device | 
     return model, tokenizer
 
 
-def training_pair(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict:
+def training_pair(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                  code: str | None = None) -> dict:
     """Encoder input: the language code alone; target: ``<code> linearized words </s>``.
 
     With nothing to condition on, the decoder is a language model of the
-    linearized sentences in that language.
+    linearized sentences in that language (``code``, else the tokenizer's).
     """
-    code = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
+    if code is not None:
+        tokenizer.tgt_lang = code
+    code_id = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
     target = tokenizer(text_target=" ".join(linearize(sentence)), max_length=max_length, truncation=True)
-    return {"input_ids": [code], "attention_mask": [1], "labels": target["input_ids"]}
+    return {"input_ids": [code_id], "attention_mask": [1], "labels": target["input_ids"]}
 
 
 def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSentence],
              dev: Sequence[TaggedSentence], cfg: DictConfig, seed: int, device: torch.device,
-             checkpoints: Path) -> tuple[object, float]:
-    """Fit the LM with ``Seq2SeqTrainer``; returns the best-by-dev-loss model (eval mode) and its loss."""
-    pairs = [training_pair(s, tokenizer, cfg.max_length) for s in train]
-    dev_pairs = [training_pair(s, tokenizer, cfg.max_length) for s in dev]
+             checkpoints: Path, codes: tuple[Sequence[str], Sequence[str]] | None = None) -> tuple[object, float]:
+    """Fit the LM with ``Seq2SeqTrainer``; returns the best-by-dev-loss model (eval mode) and its loss.
+
+    ``codes`` gives each train and dev sentence's language code (several in
+    the multilingual setting); without it every sentence uses the tokenizer's.
+    """
+    train_codes, dev_codes = codes or ([None] * len(train), [None] * len(dev))
+    pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(train, train_codes)]
+    dev_pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(dev, dev_codes)]
     trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, checkpoints, seed, device), train_dataset=pairs, eval_dataset=dev_pairs,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
     trainer.train()
@@ -121,13 +129,18 @@ def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
     set_seed(cfg.seed)
     tags = sorted(tag_vocabulary([*gold.train, *gold.dev]))
     device = torch.device(gold.device)
-    model, tokenizer = setup(model_path(cfg.generator.model), gold.language, tags, device)
+    model, tokenizer = setup(model_path(cfg.generator.model), gold.languages[0], tags, device)
+    code = {lang: language_code(tokenizer, lang) for lang in {*gold.languages, *gold.dev_languages}}
     with tempfile.TemporaryDirectory(dir=gold.work_dir) as checkpoints:
         model, dev_loss = finetune(model, tokenizer, gold.train, gold.dev, cfg.generator, cfg.seed, device,
-                                   Path(checkpoints))
+                                   Path(checkpoints), ([code[x] for x in gold.languages],
+                                                       [code[x] for x in gold.dev_languages]))
     log.info("MulDA LM: best dev loss %.4f", dev_loss)
-    samples = sample(model, tokenizer, len(gold.train), cfg.generation.rounds, cfg.generation, tags, cfg.seed,
-                     device)
+    samples: list[Sample] = []
+    for i, lang in enumerate(sorted(set(gold.languages))):  # R samples per gold sentence of each language
+        tokenizer.tgt_lang = code[lang]
+        samples += sample(model, tokenizer, gold.languages.count(lang), cfg.generation.rounds, cfg.generation,
+                          tags, cfg.seed + 1000 * i, device)
     kept, counts = screen(samples, set(tags), gold.train)
     rows = [kept_row(s, [], sample_index=index) for index, s in kept]
     return rows, {**counts, "lm_best_dev_loss": dev_loss}

@@ -355,7 +355,8 @@ def test_the_code_mix_pool_refuses_the_target_language(cfg):
 
 def gold(sample, work_dir: Path) -> Gold:
     train, dev = sample
-    return Gold(train, dev, sorted(entity_types(train)), "en", ["en"] * len(train), torch.device("cpu"), work_dir)
+    return Gold(train, dev, sorted(entity_types(train)), "en", ["en"] * len(train), ["en"] * len(dev),
+                torch.device("cpu"), work_dir)
 
 
 def test_augment_returns_contract_rows(cfg, sample, tmp_path):
@@ -393,7 +394,7 @@ def test_multilingual_code_mixing_borrows_from_the_other_languages(tiny_models, 
     en = [s("ann lives in paris", "B-PER O O B-LOC"), s("bob visited rome", "B-PER O B-LOC")]
     de = [s("eva wohnt in berlin", "B-PER O O B-LOC")]
     cfg = load_config(["profile=tiny", "method=melm", "melm.code_mix=true"])
-    gold = Gold(en + de, [], ["LOC", "PER"], "multi", ["en", "en", "de"], torch.device("cpu"), tmp_path)
+    gold = Gold(en + de, [], ["LOC", "PER"], "multi", ["en", "en", "de"], [], torch.device("cpu"), tmp_path)
     seeds, languages = code_mixed_seeds(cfg, gold)
     assert languages == ["de", "en"]
     for seed in seeds:

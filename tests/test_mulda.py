@@ -113,7 +113,7 @@ def run(tmp_path: Path, seed: int) -> tuple[list[dict], dict]:
     work = tmp_path / f"work{seed}-{len(list(tmp_path.iterdir()))}"
     work.mkdir()
     rows, counts = augment(cfg, Gold(train, dev, ["CORP", "CW", "GRP", "LOC", "PER", "PROD"], "en",
-                                     ["en"] * len(train), torch.device("cpu"), work))
+                                     ["en"] * len(train), ["en"] * len(dev), torch.device("cpu"), work))
     assert list(work.iterdir()) == []                               # checkpoints are scratch
     return rows, counts
 
