@@ -28,8 +28,10 @@ EXAMPLES = 4
 def show_examples(cfg) -> None:
     generations = read_jsonl(ex.method_dir(cfg) / "s5_generate" / "generations.jsonl")
     templates = read_jsonl(ex.method_dir(cfg) / "s3_templates" / "train.jsonl")
-    shown = [g for g in generations if g["status"] == "kept"][:EXAMPLES]
-    shown += [g for g in generations if g["status"] != "kept"][:max(0, EXAMPLES - len(shown))]
+    def rank(g: dict) -> int:  # kept with an entity, kept without one (dropped in S6), malformed
+        return 0 if g["status"] == "kept" and set(g["tags"]) != {"O"} else 1 if g["status"] == "kept" else 2
+
+    shown = sorted(generations, key=rank)[:EXAMPLES]
     for g in shown:
         source = templates[g["source"]]
         print(f"\nsource     : {source['target']}")
@@ -37,7 +39,8 @@ def show_examples(cfg) -> None:
             print(f"mixed with : {templates[g['partner']]['target']}")
         print(f"template   : {g['template']}")
         print(f"generation : {g['generation']}")
-        print(f"status     : {g['status']}")
+        status = g["status"] if rank(g) != 1 else "parsed, but entity-free: dropped in S6"
+        print(f"status     : {status}")
 
 
 def main() -> None:
