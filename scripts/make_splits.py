@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aclm import splits
 from aclm.cli import main_guard, parse, stage_parser
+from aclm.config import config_hash, to_dict
 from aclm.data import write_conll
 from aclm.datasets import load_split
 from aclm.io import write_json
@@ -43,7 +44,8 @@ def main() -> None:
         "dataset": cfg.dataset, "seed": cfg.seed, "full": len(full),
         "sizes": {n: len(s) for n, s in samples.items()}, "dev": dev_sizes,
         "type_share_full": splits.type_shares(full),
-        "type_share": {n: splits.type_shares(s) for n, s in samples.items()}})
+        "type_share": {n: splits.type_shares(s) for n, s in samples.items()},
+        "config": to_dict(cfg), "config_hash": config_hash(cfg)})
     print(f"{cfg.dataset}, seed {cfg.seed}: entity-type share of mentions (%), difference to the full set\n{table}")
     print(f"written to {args.out}")
 
