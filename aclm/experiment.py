@@ -128,6 +128,11 @@ def data_stage(cfg: DictConfig, force: bool = False) -> Path:
     return out
 
 
+def entity_types(cfg: DictConfig) -> list[str]:
+    """The setting's label set, as the data stage derived it from the gold sample."""
+    return read_json(data_dir(cfg) / STAMP)["facts"]["types"]
+
+
 def sentence_languages(cfg: DictConfig, split: str) -> list[str]:
     """The language of every gold sentence of ``split`` (several in the multilingual setting)."""
     return read_json(data_dir(cfg) / "languages.json")[split]

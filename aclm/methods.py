@@ -110,7 +110,7 @@ def augment_stage(cfg: DictConfig, force: bool = False) -> Path:
     def build(tmp: Path) -> dict:
         seed_everything(cfg.seed)
         gold = Gold(read_conll(data / "train.conll"), read_conll(data / "dev.conll"),
-                    read_json(data / "_stage.json")["facts"]["types"], get_spec(cfg.dataset).language,
+                    ex.entity_types(cfg), get_spec(cfg.dataset).language,
                     ex.sentence_languages(cfg, "train"), ex.sentence_languages(cfg, "dev"),
                     select_device(cfg.device), tmp)
         rows, counts = AUGMENTERS[cfg.method](cfg, gold)

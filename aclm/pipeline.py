@@ -32,7 +32,6 @@ from aclm.stages import STAMP, run_stage
 from aclm.templates import Piece, dynamic_mask, linearize, render, skeleton
 
 log = logging.getLogger("aclm.pipeline")
-STAGES = ("s2_keywords", "s3_templates", "s4_generator", "s5_generate", "s6_postprocess")
 
 
 def stage_dir(cfg: DictConfig, name: str) -> Path:
@@ -41,10 +40,6 @@ def stage_dir(cfg: DictConfig, name: str) -> Path:
 
 def gold(cfg: DictConfig, split: str) -> list[TaggedSentence]:
     return read_conll(ex.data_dir(cfg) / f"{split}.conll")
-
-
-def entity_types_of(cfg: DictConfig) -> list[str]:
-    return read_json(ex.data_dir(cfg) / STAMP)["facts"]["types"]
 
 
 # --- S2 ----------------------------------------------------------------------------------
@@ -144,7 +139,7 @@ def generator_stage(cfg: DictConfig, force: bool = False) -> Path:
         with tempfile.TemporaryDirectory(dir=tmp.parent) as checkpoints:
             languages = {split: ex.sentence_languages(cfg, split) for split in ("train", "dev")}
             return finetune(gen_cfg, load_templates(s3, "train"), load_templates(s3, "dev"), languages,
-                            entity_types_of(cfg), tmp, Path(checkpoints), cfg.seed, device)
+                            ex.entity_types(cfg), tmp, Path(checkpoints), cfg.seed, device)
 
     section = {"generator": cfg.generator, "seed": cfg.seed}
     run_stage("s4_generator", stage_dir(cfg, "s4_generator"), section, [s3], build, force=force)
@@ -177,7 +172,7 @@ def generate_stage(cfg: DictConfig, force: bool = False) -> Path:
         langs = ex.sentence_languages(cfg, "train")
         model, tokenizer = load_generator(str(s4), langs[0], device)
         jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, cfg.seed)
-        types = entity_types_of(cfg)
+        types = ex.entity_types(cfg)
         codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
         outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
                                   [codes[langs[job.source]] for job in jobs], cfg.seed, device)
