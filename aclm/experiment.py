@@ -123,7 +123,8 @@ def data_stage(cfg: DictConfig, force: bool = False) -> Path:
         return {"train": len(train), "dev": len(dev), "types": types,
                 "type_counts": dict(type_counts(train))}
 
-    section = {k: cfg[k] for k in ("dataset", "gold", "seed", "splits")}
+    section = {"dataset": cfg.dataset, "gold": cfg.gold, "seed": cfg.seed,
+               "source": cfg.splits.source, "dev_size": cfg.splits.dev_size}
     run_stage("data", out, section, dataset_files(cfg), build, force=force)
     return out
 
