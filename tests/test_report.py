@@ -3,7 +3,6 @@
 import json
 import math
 import statistics
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -165,9 +164,7 @@ def test_a_failed_s1_is_blamed_for_its_methods(tmp_path):
     assert run_status(cell) == ("failed", None, "S1 failed: error: no such file")
 
 
-@pytest.mark.skipif(not (Path(__file__).parent.parent / "models" / "tiny" / "gpt2").exists(),
-                    reason="needs the tiny models (make tiny-models)")
-def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path):
+def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_models):
     from aclm.perplexity import perplexity
     from aclm.report import PerplexityCache
 
