@@ -224,6 +224,12 @@ def _n_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def _special_ids(tokenizer) -> dict:
+    """The special-token ids a model config must agree on with its tokenizer."""
+    return {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+            "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+
+
 def build_xlm_roberta(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
     """Save a tiny ``XLMRobertaForMaskedLM`` and its tokenizer to ``out_dir``.
 
@@ -231,13 +237,7 @@ def build_xlm_roberta(out_dir: Path, sentences: Sequence[str], seed: int) -> dic
     flair loads) finds every weight instead of initialising the pooler at random."""
     spec = SPECS["xlm-roberta"]
     tokenizer = train_xlm_roberta_tokenizer(sentences, out_dir, spec["vocab_size"], spec["model_max_length"])
-    config = XLMRobertaConfig(
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        **spec["config"],
-    )
+    config = XLMRobertaConfig(**_special_ids(tokenizer), **spec["config"])
     torch.manual_seed(seed)
     model = XLMRobertaForMaskedLM(config)
     model.roberta.pooler = XLMRobertaPooler(config)
@@ -254,15 +254,8 @@ def build_mbart50(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
     language code is forced as the first generated token."""
     spec = SPECS["mbart-large-50"]
     tokenizer = train_mbart50_tokenizer(sentences, out_dir, spec["vocab_size"], spec["model_max_length"])
-    config = MBartConfig(
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.eos_token_id,
-        forced_eos_token_id=tokenizer.eos_token_id,
-        **spec["config"],
-    )
+    config = MBartConfig(**_special_ids(tokenizer), decoder_start_token_id=tokenizer.eos_token_id,
+                         forced_eos_token_id=tokenizer.eos_token_id, **spec["config"])
     torch.manual_seed(seed)
     model = MBartForConditionalGeneration(config)
     model.save_pretrained(out_dir)
@@ -279,13 +272,7 @@ def build_sbert(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
     spec = SPECS["sbert"]
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = train_xlm_roberta_tokenizer(sentences, Path(tmp), spec["vocab_size"], spec["model_max_length"])
-        config = XLMRobertaConfig(
-            vocab_size=len(tokenizer),
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            **spec["config"],
-        )
+        config = XLMRobertaConfig(**_special_ids(tokenizer), **spec["config"])
         torch.manual_seed(seed)
         XLMRobertaModel(config).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
