@@ -63,8 +63,14 @@ def lookup(result: dict, path: str) -> Optional[float]:
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
+def method_id(cell: Cell) -> str:
+    """The method, or ``method@label`` for a sweep point (MELM-gold and MELM are ``melm@...``)."""
+    return f"{cell.method}@{cell.sweep}" if cell.sweep else cell.method
+
+
 def template_fields(grid: Grid, cell: Cell) -> dict:
-    return {"gold": cell.gold, "method": cell.method, "method_name": grid.method_names.get(cell.method, cell.method),
+    name = grid.method_names.get(method_id(cell), grid.method_names.get(cell.method, cell.method))
+    return {"gold": cell.gold, "method": cell.method, "method_name": name,
             "dataset": cell.dataset, "lang": cell.dataset.rsplit("/", 1)[-1], "sweep": cell.sweep or ""}
 
 
@@ -84,7 +90,7 @@ def collect(grid: Grid, cells: list[Cell], perplexity_fn: Optional[PerplexityFn]
                 value = perplexity_fn(cell, result) if path == "perplexity" and perplexity_fn else lookup(result, path)
                 if value is None:
                     row_status, row_error = MISSING, f"{cell.result_path} has no {path}"
-            rows.append({**index, "column": column.format(**fields), "method_id": cell.method, "seed": cell.seed,
+            rows.append({**index, "column": column.format(**fields), "method_id": method_id(cell), "seed": cell.seed,
                          "score": value, "status": row_status, "error": row_error})
     long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
     return add_derived(long, grid)

@@ -187,3 +187,19 @@ def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_mode
     assert entry(report, "200", "aclm", "perplexity")["paper"] == pytest.approx(80.77)
     assert entry(report, "200", "aclm", "diversity_e")["mean"] == pytest.approx(41.5)
     assert len(json.loads((tmp_path / "cache.json").read_text())) == 2
+
+
+def test_sweep_points_are_rows_of_their_own(tmp_path):
+    grid = load_grid("melm_table2")
+    cells = expand(grid, "tiny", runs=str(tmp_path / "runs"), sizes="100", seeds="1,2")
+    assert {(c.method, c.variant) for c in cells} == {("gold_only", ""), ("mulda", ""), ("melm", ""),
+                                                      ("melm", "melm.code_mix-true")}
+    for cell in cells:
+        score = {"gold_only": 70.0, "mulda": 72.0, "melm": 80.0 if cell.variant else 75.0}[cell.method] + cell.seed
+        cell.result_path.parent.mkdir(parents=True, exist_ok=True)
+        cell.result_path.write_text(json.dumps({"test": {d: {"f1": score} for d in (
+            "conll2003/en", "conll2003/de", "conll2002/es", "conll2002/nl")}}))
+    report = build_report(grid, cells, "tiny")
+    rows = {line.split("|")[2].strip(): line for line in report.markdown.splitlines() if line.startswith("| 100")}
+    assert "81.50 ± 0.71 (80.96" in rows["MELM"] and "76.50 ± 0.71 (78.71" in rows["MELM-gold"]
+    assert "MELM-gold" in rows["p: MELM vs best baseline"]   # the best baseline is MELM without code-mixing
