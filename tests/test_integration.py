@@ -51,3 +51,18 @@ def test_aclm_chain_multiconer_en_100(shared_data, fast, tmp_path):
     keywords = read_json(ex.method_dir(cfg) / "s2_keywords" / "_stage.json")["facts"]["train"]
     assert keywords["with_keywords"] > 0.5 * keywords["sentences"]
     assert result["augmentation"]["generation"]["generated"] == 2 * result["augmentation"]["gold"]
+
+
+def test_released_samples_and_carved_dev(shared_data, fast, tmp_path):
+    from aclm.experiment import gold_data
+
+    cfg = fast(tmp_path, "dataset=multiconer/de", "gold=200", "splits.source=released", f"data_dir={shared_data}")
+    train, dev = gold_data(cfg)
+    released = read_conll(shared_data / "multiconer" / "de" / "train_200.conll")
+    assert [s.tokens for s in train] == [s.tokens for s in released]
+    assert abs(len(dev) - len(train)) <= 0.1 * len(train)          # dev_size: gold (the paper), stratified
+
+    cfg = fast(tmp_path, "dataset=tdmsci", "gold=200", f"data_dir={shared_data}")   # no dev file
+    train, dev = gold_data(cfg)
+    assert abs(len(train) - 200) <= 10 and abs(len(dev) - len(train)) <= 20
+    assert {id(s) for s in train}.isdisjoint(id(s) for s in dev)   # dev carved from what train left
