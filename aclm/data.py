@@ -117,18 +117,50 @@ _COLUMNS = {"token_tag": (2, 0, 1), "index_token_tag": (3, 1, 2),
             "token_offset_tag": (3, 0, 2), "multiconer": (4, 0, 3)}
 
 
-def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = None) -> list[TaggedSentence]:
+def _line_at(data: bytes, offset: int) -> int:
+    """1-based number of the line holding byte ``offset``."""
+    return data.count(b"\n", 0, offset) + 1
+
+
+def read_text_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file (a leading BOM dropped, any line ends).
+
+    Text in another encoding (Latin-1, UTF-16...) and binary data fail with the
+    file and line at fault rather than a bare ``UnicodeDecodeError``.
+    """
+    data = path.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DataError(f"{path}: starts with a UTF-16 byte-order mark; convert the file to UTF-8")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise DataError(f"{path}:{_line_at(data, nul)}: NUL byte at offset {nul}: "
+                        f"binary data or UTF-16/32 text, not UTF-8")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+        at = err.start + bom
+        raise DataError(f"{path}:{_line_at(data, at)}: not UTF-8 (byte {data[at:at + 1]!r} "
+                        f"at offset {at}); convert the file to UTF-8") from None
+    return text.splitlines()
+
+
+def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = None,
+               allow_empty: bool = False) -> list[TaggedSentence]:
     """Read sentences from any supported layout, normalising the tags.
 
     Skipped on purpose: ``-DOCSTART-`` lines and MultiCoNER's ``# id`` lines.
     Everything else that is not a well-formed token line is an error, empty
     tokens included unless ``empty_token`` names a stand-in (each use is logged
-    with its file and line).
+    with its file and line).  So is a file that is not UTF-8, and one with no
+    sentence at all (empty, or only ``-DOCSTART-`` lines) unless ``allow_empty``
+    says that no sentences is a valid content (e.g. an augmentation that kept
+    nothing).
     """
     path = Path(path)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_text_lines(path)
     # MultiCoNER files mix `token<TAB>tag` and `token _ _ tag` lines; in auto mode either is read
     mixed = fmt == "auto" and _detect_format(path, lines) in ("token_tag", "multiconer")
     if fmt == "auto":
@@ -173,6 +205,9 @@ def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = No
         tokens.append(token)
         tags.append(tag)
     flush()
+    if not sentences and not allow_empty:
+        what = "only -DOCSTART- or '# id' lines" if any(line.strip() for line in lines) else "an empty file"
+        raise DataError(f"{path}: no sentences ({what})")
     return sentences
 
 

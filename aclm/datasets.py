@@ -16,8 +16,8 @@ from typing import Optional
 
 import yaml
 
-from aclm.config import CONFIG_DIR, PROJECT_ROOT
 from aclm.data import DataError, TaggedSentence, normalise_tags, read_conll
+from aclm.paths import CONFIG_DIR, PROJECT_ROOT
 
 SPLITS = ("train", "dev", "test")
 

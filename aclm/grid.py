@@ -63,8 +63,9 @@ from typing import Any, Iterable, Optional, Sequence, Union
 import yaml
 from omegaconf import OmegaConf
 
-from aclm.config import CHOICES, PROJECT_ROOT, load_config
+from aclm.config import CHOICES, load_config
 from aclm.io import atomic_write_text, write_json
+from aclm.paths import PROJECT_ROOT
 
 GRID_DIR = PROJECT_ROOT / "configs" / "grids"
 RUN_SCRIPT = PROJECT_ROOT / "scripts" / "run_method.py"

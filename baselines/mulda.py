@@ -23,11 +23,11 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2SeqTrainer, set_seed
 
+from aclm.augmentation import Gold, kept_row
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
 from aclm.generator import language_code, load_generator, training_arguments
-from aclm.methods import Gold, kept_row
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
 log = logging.getLogger("baselines.mulda")

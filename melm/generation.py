@@ -28,8 +28,8 @@ from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from aclm.augmentation import kept_row
 from aclm.data import TaggedSentence
-from aclm.methods import kept_row
 from aclm.templates import MALFORMED_REASONS, MalformedGeneration, linearize, parse_generation
 from melm.encoding import Encoded, Seed
 

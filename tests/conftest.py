@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from aclm.config import PROJECT_ROOT, load_config
+from aclm.config import load_config
+from aclm.paths import PROJECT_ROOT
 
 # The tiny models gain nothing from intra-op threads, and on a busy 2-core machine
 # competing OpenMP threads slow them down by orders of magnitude.

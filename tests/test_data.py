@@ -1,5 +1,7 @@
 """Readers, writers and tag normalisation."""
 
+import re
+
 import pytest
 
 from aclm.data import (DataError, TaggedSentence, bio_spans, check_label_sets, normalise_tags, read_conll,
@@ -129,3 +131,66 @@ def test_empty_token_stand_in_is_explicit(tmp_path):
     with pytest.raises(DataError, match=rf"{path}:2: empty token"):
         read_conll(path)
     assert read_conll(path, empty_token="_")[0].tokens == ["u.", "_", "."]
+
+
+# --- encodings, line ends and files without sentences ---------------------------------------
+
+def write_bytes(tmp_path, data, name="f.conll"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("data,line,message", [
+    ("paris\tB-LOC\n\nbogotá\tB-LOC\n".encode("latin-1"), 3, "not UTF-8"),                # Latin-1
+    ("a\tO\nb\tO\nç\tO\n".encode("cp1252"), 3, "not UTF-8"),
+    ("\ufeffa\tO\nb\tO\n".encode("utf-16"), None, "UTF-16 byte-order mark"),             # UTF-16 with BOM
+    ("a\tO\nb\tO\n".encode("utf-16-be"), 1, "NUL byte"),                                  # UTF-16, no BOM
+    (b"a\tO\n\n\x00\x01\x02\x03binary", 3, "NUL byte"),                                   # binary data
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00", 1, "NUL byte"),
+])
+def test_text_that_is_not_utf8_names_file_and_line(tmp_path, data, line, message):
+    path = write_bytes(tmp_path, data)
+    where = f"{path}:{line}: " if line else f"{path}: "
+    with pytest.raises(DataError, match=rf"^{re.escape(where)}.*{message}"):
+        read_conll(path)
+
+
+@pytest.mark.parametrize("text,what", [
+    ("", "an empty file"),
+    ("\n\n\r\n", "an empty file"),                  # blank lines only
+    ("-DOCSTART- -X- -X- O\n", "only -DOCSTART-"),
+    ("-DOCSTART-\tO\n\n\n-DOCSTART-\tO\n\n", "only -DOCSTART-"),
+    ("0\t-DOCSTART-\tO\n\n", "only -DOCSTART-"),
+])
+def test_file_without_sentences_is_an_error(tmp_path, text, what):
+    path = write(tmp_path, text)
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: no sentences \({re.escape(what)}"):
+        read_conll(path)
+    assert read_conll(path, allow_empty=True) == []
+
+
+EXPECTED = [(["EU", "rejects"], ["B-ORG", "O"]), (["Peter"], ["B-PER"])]
+
+
+@pytest.mark.parametrize("data", [
+    b"\xef\xbb\xbfEU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n",                  # UTF-8 BOM (dropped)
+    b"EU\tB-ORG\r\nrejects\tO\r\n\r\nPeter\tB-PER\r\n",                        # CRLF
+    b"\xef\xbb\xbfEU\tB-ORG\r\nrejects\tO\r\n\r\n\r\nPeter\tB-PER\r\n",        # both
+    b"\n\n\nEU\tB-ORG\nrejects\tO\n\n\n\n\nPeter\tB-PER\n\n\n\n",              # runs of blank lines
+    b"EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER",                                  # no final newline
+    b"-DOCSTART- -X- -X- O\n\nEU\tB-ORG\nrejects\tO\n\nPeter\tB-PER",          # docstart, then sentences
+])
+def test_harmless_variants_keep_parsing(tmp_path, data):
+    path = write_bytes(tmp_path, data)
+    assert [(s.tokens, s.tags) for s in read_conll(path)] == EXPECTED
+
+
+def test_bom_does_not_hide_a_multiconer_id_line(tmp_path):
+    path = write_bytes(tmp_path, "\ufeff# id 1\tdomain=en\nthe _ _ O\nbeatles _ _ B-GRP\n".encode("utf-8"))
+    assert [(s.tokens, s.tags) for s in read_conll(path)] == [(["the", "beatles"], ["O", "B-GRP"])]
+
+
+def test_non_ascii_utf8_reads(tmp_path):
+    path = write(tmp_path, "bogotá\tB-LOC\nмоскве\tB-LOC\n東京\tB-LOC\n")
+    assert read_conll(path)[0].tokens == ["bogotá", "москве", "東京"]

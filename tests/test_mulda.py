@@ -3,9 +3,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aclm.config import PROJECT_ROOT, load_config
+from aclm.augmentation import Gold
+from aclm.config import load_config
 from aclm.data import TaggedSentence, read_conll
-from aclm.methods import Gold
+from aclm.paths import PROJECT_ROOT
 from aclm.tiny_models import build_tiny_models
 from baselines.mulda import augment, decode, sample, screen, setup, split_output, training_pair
 

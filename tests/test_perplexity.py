@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from aclm.config import PROJECT_ROOT
+from aclm.paths import PROJECT_ROOT
 from aclm.perplexity import perplexity, token_nlls
 
 TEXTS = ["the sun rises over the river bank", "john smith", "",
