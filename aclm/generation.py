@@ -7,7 +7,9 @@ skeletons of a sentence and a semantically similar one before masking:
 * ``paper``: in each round draw gamma ~ N(0.5, gamma_sigma); mix when gamma > beta,
   with a neighbour sampled from the top ``retrieval_k``;
 * ``code``: the last ``code_mixed_rounds`` rounds mix, with the 1st, 2nd, ...
-  most similar sentence (the released code: 3 plain + 2 mixed);
+  most similar sentence (the released code: 3 plain + 2 mixed).  With fewer
+  rounds than that (R < 2 by default) every round mixes, the first with the
+  1st neighbour: R = 1 is one round mixed with the nearest sentence;
 * ``off``: never.
 
 Neighbours come from one batched, chunked similarity search over
@@ -64,7 +66,7 @@ def plan_partners(n: int, neighbours: list[list[int]], cfg: DictConfig, rounds: 
             if neighbours[i] and cfg.mode == "paper" and rng.gauss(0.5, cfg.gamma_sigma) > cfg.beta:
                 partner = rng.choice(neighbours[i][:cfg.retrieval_k])
             elif neighbours[i] and cfg.mode == "code":
-                nth = r - (rounds - cfg.code_mixed_rounds)
+                nth = r - max(0, rounds - cfg.code_mixed_rounds)
                 if 0 <= nth < len(neighbours[i]):
                     partner = neighbours[i][nth]
             row.append(partner)
@@ -83,15 +85,16 @@ def build_jobs(skeletons: list[list[Piece]], partners: list[list[int | None]], m
     return jobs
 
 
-def decode_keeping_labels(tokenizer, ids: Sequence[int], label_ids: set[int]) -> str:
-    """Decode, keeping label tokens as separate words and dropping every other special token.
+def decode_keeping_labels(tokenizer, ids: Sequence[int], keep_ids: set[int]) -> str:
+    """Decode, keeping ``keep_ids`` (label tokens; for S5 also the mask token) as separate words and
+    dropping every other special token.
 
-    Decoding text segments between label tokens separately keeps detokenisation
+    Decoding text segments between kept tokens separately keeps detokenisation
     from gluing a label token to a neighbouring word.
     """
     words, segment = [], []
     for i in ids:
-        if i in label_ids:
+        if i in keep_ids:
             words.append(tokenizer.decode(segment, skip_special_tokens=True).strip())
             words.append(tokenizer.convert_ids_to_tokens(i))
             segment = []
@@ -113,24 +116,42 @@ def batches(jobs: list[Job], codes: Sequence[str], size: int) -> list[list[int]]
     return out
 
 
+def input_limit(model, tokenizer) -> int:
+    """The most input tokens the generator accepts: its position table, or its tokenizer's limit if lower.
+
+    Templates are cut only there, never at ``generation.max_length``, which
+    bounds the output: a mixner-joined template is about twice a sentence long.
+    """
+    limits = [getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    return min(n for n in limits if n and n < 1_000_000)
+
+
+def truncated_jobs(tokenizer, jobs: list[Job], limit: int) -> list[int]:
+    """Indices of the jobs whose template is longer than ``limit`` tokens (and is cut there)."""
+    lengths = [len(ids) for ids in tokenizer([job.template for job in jobs])["input_ids"]] if jobs else []
+    return [j for j, n in enumerate(lengths) if n > limit]
+
+
 @torch.inference_mode()
 def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
                 codes: Sequence[str], seed: int, device: torch.device) -> list[str]:
     """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code."""
-    label_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens)))
+    # an unfilled mask stays visible, so that parsing rejects the generation instead of deleting it
+    keep_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens))) | {tokenizer.mask_token_id}
     outputs: list[str] = [""] * len(jobs)
+    limit = input_limit(model, tokenizer)
     model.eval()
     for b, batch in enumerate(tqdm(batches(jobs, codes, cfg.batch_size), desc="generate", unit="batch")):
         tokenizer.src_lang = codes[batch[0]]
         enc = tokenizer([jobs[j].template for j in batch], return_tensors="pt", padding=True, truncation=True,
-                        max_length=cfg.max_length).to(device)
+                        max_length=limit).to(device)
         torch.manual_seed(seed + b)
         generated = model.generate(**enc, do_sample=True, top_k=cfg.top_k, num_beams=cfg.num_beams,
                                    max_length=cfg.max_length,
                                    forced_bos_token_id=tokenizer.convert_tokens_to_ids(codes[batch[0]]),
                                    num_return_sequences=1)
         for j, ids in zip(batch, generated.tolist()):
-            outputs[j] = decode_keeping_labels(tokenizer, ids, label_ids)
+            outputs[j] = decode_keeping_labels(tokenizer, ids, keep_ids)
     return outputs
 
 

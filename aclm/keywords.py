@@ -5,8 +5,14 @@ layers are summed over heads and layers, brought from sub-tokens to words (a
 word *receives* the sum over its sub-tokens and *gives* the mean over them) and
 then from words to entities by the same rule.  Each entity keeps the
 ``k = ceil(p * non-entity words)`` candidate words it attends to most; a
-sentence's keywords are the union over its entities.  The ACLM-random and
-ACLM-only-entity variants replace that choice by a random one or by none.
+sentence's keywords are the union over its entities.
+
+Variants (``keywords.selection``): ``random`` is ACLM random as a matched
+control, drawing per sentence as many uniformly random candidates as attention
+chose; ``random_released`` is the released code's draw (one per sentence of
+``ceil(p * non-entity, non-punctuation words)``, stop words allowed, also in
+sentences without entities); ``none`` is ACLM only entity.  ``keywords.rule``
+picks the paper's candidate rule or the released code's (module notes below).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 import unicodedata
 from collections import Counter
 from contextlib import contextmanager
@@ -28,7 +35,11 @@ from aclm.data import TaggedSentence, bio_spans
 
 log = logging.getLogger(__name__)
 
-SELECTIONS = ("attention", "random", "none")
+SELECTIONS = ("attention", "random", "random_released", "none")
+NEEDS_ATTENTION = ("attention", "random")
+#: The ten MultiCoNER languages, whose stop-word lists the released code joined into one.
+MULTICONER_LANGUAGES = ("en", "bn", "hi", "de", "es", "ko", "nl", "ru", "tr", "zh")
+_ASCII_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
 WordIds = Sequence[Optional[int]]
 
 
@@ -37,28 +48,44 @@ class AttentionUnavailable(RuntimeError):
 
 
 # --------------------------------------------------------------------------- candidates
+#
+# Two rules (``keywords.rule``):
+# * ``paper``: a word is punctuation when every character is Unicode punctuation
+#   or a symbol; words of every entity are excluded from the candidates.
+# * ``released``: a word is excluded when it contains any ASCII punctuation
+#   character (``'s``, ``u.s.``, ``co-founded``; ``।`` stays); the first word of
+#   every other entity, carrying that entity's summed column, competes for each
+#   entity's top-k slots and is then dropped (leaving that entity fewer
+#   keywords); at p = 0 every candidate becomes a keyword (``argpartition(row, -0)``).
 
 
-def stopwords(language: str) -> frozenset[str]:
-    """Lower-cased stop words of ``language`` from the offline stopwords-iso lists.
+def stopwords(language: str, source: str = "stopwordsiso") -> frozenset[str]:
+    """Lower-cased stop words: ``stopwordsiso`` (the language's list), ``stopwordsiso_all``
+    (the union of the ten MultiCoNER languages' lists, as the released code) or ``none``.
 
     An unknown language gets an empty list (and a warning) rather than an
     error, so a new dataset still runs; its keywords may then be stop words.
     """
+    if source == "none":
+        return frozenset()
+    if source == "stopwordsiso_all":
+        return frozenset(w.lower() for lang in MULTICONER_LANGUAGES for w in stopwordsiso.stopwords(lang))
     if not stopwordsiso.has_lang(language):
         log.warning("no stop-word list for language %r: stop words stay keyword candidates", language)
         return frozenset()
     return frozenset(w.lower() for w in stopwordsiso.stopwords(language))
 
 
-def is_punctuation(word: str) -> bool:
-    """True when every character is punctuation or a symbol (Unicode P* or S*)."""
+def is_punctuation(word: str, rule: str = "paper") -> bool:
+    """paper: every character is punctuation or a symbol (Unicode P* or S*); released: any ASCII punctuation."""
+    if rule == "released":
+        return bool(_ASCII_PUNCTUATION.search(word))
     return all(unicodedata.category(ch)[0] in "PS" for ch in word)
 
 
-def candidates(tokens: Sequence[str], tags: Sequence[str], stop: frozenset[str]) -> list[bool]:
+def candidates(tokens: Sequence[str], tags: Sequence[str], stop: frozenset[str], rule: str = "paper") -> list[bool]:
     """Which words may become keywords: outside entities, not punctuation, not stop words."""
-    return [tag == "O" and not is_punctuation(word) and word.lower() not in stop
+    return [tag == "O" and not is_punctuation(word, rule) and word.lower() not in stop
             for word, tag in zip(tokens, tags)]
 
 
@@ -147,42 +174,44 @@ def _candidate_indices(cand_mask: Sequence[bool]) -> list[int]:
 
 
 def select_by_attention(word_attn: torch.Tensor, tags: Sequence[str], cand_mask: Sequence[bool],
-                        p: float) -> list[int]:
+                        p: float, rule: str = "paper") -> list[int]:
     """ACLM: each entity's top-k candidates by the attention it gives them; union, sorted.
 
     Ties go to the earlier word (a stable sort over candidates in order).
+    With ``rule="released"`` the first word of every other entity competes for
+    the slots (and is dropped afterwards) and p = 0 keeps every candidate.
     """
-    k = keyword_count(p, tags, cand_mask)
-    if k == 0 or not bio_spans(tags):
+    spans = bio_spans(tags)
+    if not spans:
         return []
-    cand = torch.tensor(_candidate_indices(cand_mask), dtype=torch.long)
-    scores = entity_attention(word_attn, tags)[:, cand.to(word_attn.device)].cpu()
-    top = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
-    return sorted(set(cand[top].flatten().tolist()))
+    pool = _candidate_indices(cand_mask)
+    if rule == "released":
+        if p == 0:
+            return pool
+        pool = sorted(pool + [start for start, _, _ in spans])
+    k = min(math.ceil(round(p * sum(tag == "O" for tag in tags), 9)), len(pool))
+    if k == 0:
+        return []
+    scores = entity_attention(word_attn, tags).cpu()
+    chosen: set[int] = set()
+    for e, (start, _, _) in enumerate(spans):
+        own_pool = torch.tensor([i for i in pool if i != start], dtype=torch.long)
+        top = torch.sort(scores[e, own_pool], descending=True, stable=True).indices[:k]
+        chosen.update(own_pool[top].tolist())
+    return sorted(i for i in chosen if cand_mask[i])
 
 
-def select_random(tags: Sequence[str], cand_mask: Sequence[bool], p: float, rng: random.Random) -> list[int]:
-    """ACLM random: each entity draws k candidates uniformly; union, sorted."""
-    k = keyword_count(p, tags, cand_mask)
-    cand = _candidate_indices(cand_mask)
-    return sorted({i for _ in bio_spans(tags) for i in rng.sample(cand, k)})
+def select_random(tags: Sequence[str], cand_mask: Sequence[bool], count: int, rng: random.Random) -> list[int]:
+    """ACLM random, a matched control: one uniform draw of ``count`` candidates per sentence."""
+    return sorted(rng.sample(_candidate_indices(cand_mask), min(count, sum(cand_mask))))
 
 
-def select_none() -> list[int]:
-    """ACLM only entity: templates keep the entities alone."""
-    return []
-
-
-def select(selection: str, tags: Sequence[str], cand_mask: Sequence[bool], p: float,
-           word_attn: Optional[torch.Tensor] = None, rng: Optional[random.Random] = None) -> list[int]:
-    """Dispatch on ``keywords.selection`` (attention needs ``word_attn``, random needs ``rng``)."""
-    if selection == "attention":
-        return select_by_attention(word_attn, tags, cand_mask, p)
-    if selection == "random":
-        return select_random(tags, cand_mask, p, rng)
-    if selection == "none":
-        return select_none()
-    raise ValueError(f"keywords.selection={selection!r} is not one of {SELECTIONS}")
+def select_random_released(tokens: Sequence[str], tags: Sequence[str], p: float, rule: str,
+                           rng: random.Random) -> list[int]:
+    """The released ACLM random: ``ceil(p * non-entity non-punctuation words)`` of those words, one draw,
+    stop words allowed, whether or not the sentence has entities."""
+    pool = [i for i, (word, tag) in enumerate(zip(tokens, tags)) if tag == "O" and not is_punctuation(word, rule)]
+    return sorted(rng.sample(pool, math.ceil(round(p * len(pool), 9))))
 
 
 # --------------------------------------------------------------------------- batched extraction
@@ -292,31 +321,42 @@ def extract_keywords(model, tokenizer, sentences: Sequence[TaggedSentence], cfg:
     """Keyword word-indices for every sentence, an inspection record each, and counts.
 
     ``model`` is a Hugging Face encoder (the S1 tagger's, moved to ``device``)
-    and ``tokenizer`` its fast tokenizer; both are used only when
-    ``cfg.selection == "attention"``.  Sentences without entities, longer than
-    ``cfg.max_subtokens`` sub-tokens (special tokens included) or whose
-    forward pass fails get no keywords and are counted.  A run in which every
-    attempted sentence fails raises, since that is a bug and not a bad sentence.
+    and ``tokenizer`` its fast tokenizer; both are used only when the
+    selection needs attention (``NEEDS_ATTENTION``).  Sentences without
+    entities, longer than ``cfg.max_subtokens`` sub-tokens (special tokens
+    included) or whose forward pass fails get no keywords and are counted.  A
+    run in which every attempted sentence fails raises, since that is a bug and
+    not a bad sentence.
     """
-    stop = stopwords(language) if cfg.stopwords == "stopwordsiso" else frozenset()
-    masks = [candidates(s.tokens, s.tags, stop) for s in sentences]
+    stop = stopwords(language, cfg.stopwords)
+    masks = [candidates(s.tokens, s.tags, stop, cfg.rule) for s in sentences]
     records = [{"keywords": [], "scores": {}, "status": "no_entity"} for _ in sentences]
     todo = [i for i, s in enumerate(sentences) if s.spans()]
-    if cfg.selection == "attention":
+    if cfg.selection in NEEDS_ATTENTION:
         for i, mat, status in _word_attentions(model, tokenizer, sentences, todo, cfg, device):
             records[i]["status"] = status
             if mat is not None:
                 tags = sentences[i].tags
-                records[i]["keywords"] = select_by_attention(mat, tags, masks[i], cfg.p)
+                records[i]["keywords"] = select_by_attention(mat, tags, masks[i], cfg.p, cfg.rule)
                 records[i]["scores"] = _scores(mat, tags, masks[i])
-    else:
-        rng = random.Random(seed)
+        if cfg.selection == "random":  # as many as attention chose, drawn uniformly
+            for i in todo:
+                rng = random.Random(f"{seed}:random:{i}")
+                records[i]["keywords"] = select_random(sentences[i].tags, masks[i], len(records[i]["keywords"]), rng)
+    elif cfg.selection == "random_released":
+        for i, s in enumerate(sentences):
+            records[i].update(status="ok" if i in todo else "no_entity",
+                              keywords=select_random_released(s.tokens, s.tags, cfg.p, cfg.rule,
+                                                              random.Random(f"{seed}:random:{i}")))
+    elif cfg.selection == "none":
         for i in todo:
-            records[i].update(status="ok", keywords=select(cfg.selection, sentences[i].tags, masks[i], cfg.p,
-                                                           rng=rng))
+            records[i]["status"] = "ok"
+    else:
+        raise ValueError(f"keywords.selection={cfg.selection!r} is not one of {SELECTIONS}")
     counts = Counter(r["status"] for r in records)
     if todo and counts["failed"] == len(todo):
         raise RuntimeError(f"keyword extraction failed on all {len(todo)} sentences; see the warnings above")
-    summary = {"sentences": len(sentences), "with_keywords": sum(bool(r["keywords"]) for r in records)}
+    summary = {"sentences": len(sentences), "with_keywords": sum(bool(r["keywords"]) for r in records),
+               "keywords": sum(len(r["keywords"]) for r in records)}
     summary.update({key: counts[key] for key in ("no_entity", "too_long", "failed")})
     return [r["keywords"] for r in records], records, summary

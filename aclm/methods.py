@@ -13,7 +13,6 @@ registered in ``AUGMENTERS``; this module runs it as a cached stage in
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -21,31 +20,14 @@ from omegaconf import DictConfig
 
 from aclm import experiment as ex
 from aclm import pipeline
-from aclm.data import TaggedSentence, check_label_sets, read_conll
+from aclm.augmentation import Gold, kept_row
+from aclm.data import check_label_sets, read_conll
 from aclm.datasets import get_spec, load_split
 from aclm.io import read_json, write_jsonl
 from aclm.runtime import seed_everything, select_device
 from aclm.stages import run_stage
 
 ACLM_METHODS = ("aclm", "aclm_random", "aclm_only_entity")
-
-
-@dataclass
-class Gold:
-    """What a baseline gets: the setting's gold data and where to put scratch files."""
-
-    train: list[TaggedSentence]
-    dev: list[TaggedSentence]
-    types: list[str]
-    language: str                        # the dataset's ("multi" for a union)
-    languages: list[str]                 # each train sentence's
-    dev_languages: list[str]             # each dev sentence's
-    device: object
-    work_dir: Path
-
-
-def kept_row(sentence: TaggedSentence, sources: list[int], **extra) -> dict:
-    return {"status": "kept", "tokens": sentence.tokens, "tags": sentence.tags, "sources": sources, **extra}
 
 
 def lwtr(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:

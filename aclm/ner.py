@@ -7,11 +7,15 @@ Two recipes, one switch (``ner.tagger``):
 * ``bilstm_crf``: WikiNEuRal's, mean sub-token pooling over the average of the
   last four layers, a 2-layer BiLSTM and a CRF.
 
-flair's trainer keeps the best model by dev F1 (``best-model.pt``).
+flair's trainer keeps the best model by dev F1 (``best-model.pt``).  A tagger
+that ends with dev F1 0 or predicts only ``O`` learned nothing: it raises
+:class:`NoLearning` (or warns, with ``ner.on_no_learning=warn``) instead of
+feeding attention maps, the consistency filter and scores downstream.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Sequence
 
@@ -22,12 +26,13 @@ from flair.datasets import FlairDatapointDataset
 from flair.embeddings import TransformerWordEmbeddings
 from flair.models import SequenceTagger
 from flair.trainers import ModelTrainer
-from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin
+from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin, TrainerPlugin, TrainingInterrupt
 from omegaconf import DictConfig
 
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 
+log = logging.getLogger("aclm.ner")
 LABEL_TYPE = "ner"
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
@@ -70,7 +75,35 @@ def build_tagger(cfg: DictConfig, types: Sequence[str]) -> SequenceTagger:
     return SequenceTagger(embeddings=embeddings, tag_dictionary=label_dictionary(types), tag_type=LABEL_TYPE,
                           tag_format="BIOES", use_rnn=bilstm, use_crf=bilstm, rnn_layers=cfg.rnn_layers,
                           hidden_size=cfg.hidden_size, dropout=cfg.dropout if bilstm else 0.0,
-                          reproject_embeddings=bilstm)
+                          reproject_embeddings=cfg.reproject_embeddings)
+
+
+class EarlyStopping(TrainerPlugin):
+    """Stop after ``patience`` evaluations without a new best dev score (WikiNEuRal's protocol)."""
+
+    def __init__(self, patience: int) -> None:
+        super().__init__()
+        self.patience, self.bad_epochs = patience, 0
+
+    @TrainerPlugin.hook
+    def after_evaluation(self, current_model_is_best, **kw):
+        self.bad_epochs = 0 if current_model_is_best else self.bad_epochs + 1
+        if self.bad_epochs >= self.patience:
+            raise TrainingInterrupt(f"{self.patience} epochs without dev gain: early stop")
+
+
+def schedule_plugins(cfg: DictConfig, out_dir: Path) -> list[TrainerPlugin]:
+    """The learning-rate schedule (``ner.schedule``) and, if set, early stopping."""
+    plugins: list[TrainerPlugin] = []
+    if cfg.schedule == "anneal":  # flair's default: halve the lr after ``anneal_patience`` flat epochs
+        plugins.append(AnnealingPlugin(base_path=out_dir, anneal_factor=0.5, patience=cfg.anneal_patience,
+                                       min_learning_rate=cfg.min_lr, initial_extra_patience=0,
+                                       anneal_with_restarts=False))
+    elif cfg.schedule == "linear":
+        plugins.append(LinearSchedulerPlugin(warmup_fraction=cfg.warmup_fraction))
+    if cfg.early_stopping:
+        plugins.append(EarlyStopping(cfg.early_stopping))
+    return plugins
 
 
 def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence[TaggedSentence],
@@ -79,12 +112,9 @@ def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence
     corpus = Corpus(train=FlairDatapointDataset(to_flair(train)), dev=FlairDatapointDataset(to_flair(dev)),
                     test=None, sample_missing_splits=False)
     tagger = build_tagger(cfg, types)
-    scheduler = (AnnealingPlugin(base_path=out_dir, anneal_factor=0.5, patience=3, min_learning_rate=1e-4,
-                                 initial_extra_patience=0, anneal_with_restarts=False)
-                 if cfg.anneal_on_plateau else LinearSchedulerPlugin(warmup_fraction=cfg.warmup_fraction))
     ModelTrainer(tagger, corpus).train_custom(
         base_path=out_dir, learning_rate=cfg.lr, mini_batch_size=cfg.batch_size, eval_batch_size=cfg.eval_batch_size,
-        max_epochs=cfg.epochs, optimizer=OPTIMIZERS[cfg.optimizer], plugins=[scheduler],
+        max_epochs=cfg.epochs, optimizer=OPTIMIZERS[cfg.optimizer], plugins=schedule_plugins(cfg, out_dir),
         embeddings_storage_mode="none", use_amp=flair.device.type == "cuda", save_final_model=False,
         create_file_logs=False, create_loss_file=True)
     best = out_dir / "best-model.pt"
@@ -101,3 +131,23 @@ def predict_tags(tagger: SequenceTagger, sentences: Sequence[TaggedSentence], ba
     flair_sentences = to_flair(sentences, with_labels=False)
     tagger.predict(flair_sentences, mini_batch_size=batch_size, label_name=LABEL_TYPE)
     return [spans_to_bio(s) for s in flair_sentences]
+
+
+class NoLearning(RuntimeError):
+    """The trained tagger learned nothing: dev F1 0, or only ``O`` predicted."""
+
+
+def check_learned(dev_f1: float, predicted: Sequence[Sequence[str]], cfg: DictConfig, where: Path) -> None:
+    """Fail (or warn, ``ner.on_no_learning=warn``) when the best dev model learned nothing."""
+    all_o = all(tag == "O" for tags in predicted for tag in tags)
+    if dev_f1 > 0 and not all_o:
+        return
+    what = "predicts only O on the dev set" if all_o else "has dev F1 0"
+    message = (f"{where}: the tagger learned nothing: it {what} (optimizer {cfg.optimizer}, lr {cfg.lr}, "
+               f"batch {cfg.batch_size}, {cfg.epochs} epochs, model {cfg.model}). Its attention maps, "
+               f"consistency filter and scores would be meaningless. Check the recipe (ner.*): the paper's "
+               f"literal Adam lr 1e-2 is known to end all-O; see the README.")
+    if cfg.on_no_learning == "warn":
+        log.warning(message)
+        return
+    raise NoLearning(message)

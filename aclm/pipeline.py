@@ -45,14 +45,14 @@ def gold(cfg: DictConfig, split: str) -> list[TaggedSentence]:
 # --- S2 ----------------------------------------------------------------------------------
 
 def keywords_stage(cfg: DictConfig, force: bool = False) -> Path:
-    from aclm.keywords import extract_keywords
+    from aclm.keywords import NEEDS_ATTENTION, extract_keywords
 
     s1 = ex.s1_stage(cfg)
 
     def build(tmp: Path) -> dict:
         device = select_device(cfg.device)
         model = tokenizer = None
-        if cfg.keywords.selection == "attention":
+        if cfg.keywords.selection in NEEDS_ATTENTION:
             tagger = ex.load_tagger(s1 / "best-model.pt")
             model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
         facts = {}
@@ -177,10 +177,15 @@ def generate_stage(cfg: DictConfig, force: bool = False) -> Path:
         outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
                                   [codes[langs[job.source]] for job in jobs], cfg.seed, device)
         screened, counts = gen.screen(jobs, outputs, types)
+        truncated = gen.truncated_jobs(tokenizer, jobs, gen.input_limit(model, tokenizer))
+        if truncated:
+            log.warning("%d of %d templates were longer than the generator accepts and were cut",
+                        len(truncated), len(jobs))
         for row in screened:
             row["sources"] = [row["source"]] + ([row["partner"]] if row["partner"] is not None else [])
         write_jsonl(tmp / "generations.jsonl", screened)
         counts["mixed"] = sum(j.partner is not None for j in jobs)
+        counts["truncated_inputs"] = len(truncated)
         return counts
 
     section = {"generation": cfg.generation, "seed": cfg.seed}

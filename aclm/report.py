@@ -27,9 +27,9 @@ from typing import Callable, Optional
 import pandas as pd
 from scipy import stats
 
-from aclm.config import PROJECT_ROOT
 from aclm.grid import Cell, Grid
 from aclm.io import atomic_write_text, read_json, sha256_path, write_json
+from aclm.paths import PROJECT_ROOT
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
 DASH = "—"
@@ -303,7 +303,35 @@ def plot(summary: pd.DataFrame, grid: Grid, path: Path) -> Optional[Path]:
     return path
 
 
-def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.DataFrame, long: pd.DataFrame) -> str:
+GENERATING_METHODS = ("aclm", "aclm_random", "aclm_only_entity", "mulda")
+
+
+def settings_notes(cells: list[Cell]) -> list[str]:
+    """What every table must say beside it: mixner's gate (its sigma is not in the paper) and the generator."""
+    mixner, generators = set(), set()
+    for cell in cells:
+        if cell.method in GENERATING_METHODS and cell.result_path.exists():
+            config = read_json(cell.result_path).get("config", {})
+            m = config.get("generation", {}).get("mixner", {})
+            if cell.method != "mulda" and m:
+                mixner.add((m.get("mode"), m.get("beta"), m.get("gamma_sigma"), m.get("code_mixed_rounds")))
+            generators.add(config.get("generator", {}).get("model"))
+    notes = []
+    for mode, beta, sigma, mixed in sorted(mixner, key=str):
+        if mode == "paper":
+            notes.append(f"mixner: mixes a round when gamma ~ N(0.5, sigma = {sigma}) exceeds beta = {beta}; "
+                         f"sigma is not given in the paper (generation.mixner.gamma_sigma).")
+        elif mode == "code":
+            notes.append(f"mixner: the released code's schedule, the last {mixed} rounds mixed (no gamma).")
+        else:
+            notes.append(f"mixner: {mode}.")
+    notes += [f"generator: {g}" + (" (random weights: generated text means nothing)" if "tiny" in str(g) else "")
+              for g in sorted(generators, key=str)]
+    return notes
+
+
+def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.DataFrame, long: pd.DataFrame,
+                    notes: Optional[list[str]] = None) -> str:
     counts = summary.groupby("status").size().to_dict()
     lines = [f"## {grid.title}", "",
              f"Profile `{profile}`; entries ok {counts.get(OK, 0)}, failed {counts.get(FAILED, 0)}, "
@@ -313,6 +341,8 @@ def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.D
         lines.append("p: two-sided Welch's t-test of the compared method against the baseline with the highest "
                      "mean in that column and group (n/a: fewer than 2 seeds on a side).")
     lines += ["", markdown_table(table)]
+    if notes:
+        lines += ["", *notes]
     failures = long[(long["status"] != OK) & long["error"].notna()].drop_duplicates(["error"])
     if len(failures):
         lines += ["", "Failures and gaps:"]
@@ -336,7 +366,7 @@ def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Opt
     summary = summarize(long, grid, reference)
     sig = significance(summary, grid)
     table = wide_table(summary, sig, grid, reference_columns)
-    return Report(markdown_report(grid, profile, table, summary, long), summary, sig, table)
+    return Report(markdown_report(grid, profile, table, summary, long, settings_notes(cells)), summary, sig, table)
 
 
 def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
@@ -372,7 +402,8 @@ class PerplexityCache:
         analysis = result["config"]["analysis"]
         key = f"{sha256_path(cell.aug_path)}|{analysis['perplexity_model']}|{self.mode}"
         if key not in self.values:
-            texts = [" ".join(s.tokens) for s in read_conll(cell.aug_path)]
+            # a method that kept no augmentation writes an empty aug.conll (perplexity None)
+            texts = [" ".join(s.tokens) for s in read_conll(cell.aug_path, allow_empty=True)]
             self.values[key] = perplexity(texts, analysis["perplexity_model"], analysis["batch_size"],
                                           self.device, self.mode)
             write_json(self.path, self.values)

@@ -21,8 +21,8 @@ from aclm.data import TaggedSentence, normalise_tags
 Role = Literal["entity", "keyword", "mask"]
 
 #: Tokens that may survive decoding and are removed before parsing.
-SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", "<mask>")
-MALFORMED_REASONS = ("unknown_tag", "unpaired_tag", "glued_tag", "empty")
+SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
+MALFORMED_REASONS = ("unknown_tag", "unpaired_tag", "glued_tag", "empty", "unfilled_mask")
 
 _LABEL_RE = re.compile(r"<([bi])-([^<>\s]+)>", re.IGNORECASE)
 # mBART-50 language codes (en_XX, zh_CN, ...): all are two lower-case letters, '_', two upper-case.
@@ -133,13 +133,9 @@ def _type_lookup(known_types: Iterable[str]) -> dict[str, str]:
     return lookup
 
 
-def _strip_special(text: str, mask_token: str) -> str:
-    """Blank out special tokens, mask tokens and language codes, even when glued to words.
-
-    A mask the generator did not fill carries no word, so it is dropped, as
-    are the language code and the sequence markers that decoding may keep.
-    """
-    for token in (*SPECIAL_TOKENS, mask_token):
+def _strip_special(text: str) -> str:
+    """Blank out sequence markers and language codes, even when glued to words (decoding may keep them)."""
+    for token in SPECIAL_TOKENS:
         text = text.replace(token, " ")
     return _LANGUAGE_CODE_RE.sub(" ", text)
 
@@ -153,15 +149,18 @@ def parse_generation(text: str, known_types: Iterable[str], mask_token: str = "<
     with ``I-`` becomes ``B-``.  Malformed: a label token of a type not in
     ``known_types`` (``unknown_tag``), an opening label token not closed by the
     same token next (``unpaired_tag``), text glued to a label token
-    (``glued_tag``), and a pair with no word inside or nothing left at all
-    (``empty``).
+    (``glued_tag``), a pair with no word inside or nothing left at all
+    (``empty``), and a mask token the generator left unfilled
+    (``unfilled_mask``: deleting it would silently change the sentence).
     """
+    if mask_token in text:
+        raise MalformedGeneration("unfilled_mask", repr(text))
     types = _type_lookup(known_types)
     tokens: list[str] = []
     tags: list[str] = []
     opened: str | None = None
     inside: list[str] = []
-    for word in _strip_special(text, mask_token).split():
+    for word in _strip_special(text).split():
         match = _LABEL_RE.fullmatch(word)
         if match is None:
             if _LABEL_RE.search(word):

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from omegaconf import DictConfig
 
-from aclm.methods import Gold
+from aclm.augmentation import Gold
 from aclm.runtime import Timings, seed_everything
 from melm.codemix import code_mix, load_code_mix_pool, sbert_embedder
 from melm.encoding import Seed, encode, load_mlm

@@ -1,8 +1,10 @@
 """Multilingual MELM's code-mixing: swap an entity for its nearest same-type entity of another language.
 
-For each training sentence with an entity, one of its entities (chosen at
-random) is replaced by the most similar entity mention of the same type from
-the other languages' training data; a language marker (``<de>``) goes before
+For each training sentence with an entity, a target language is drawn
+uniformly first (among the other languages in which one of the sentence's
+entities has a same-type mention), then one of those entities (at random) is
+replaced by its most similar same-type mention of that language, as MELM
+section 2.5 does; a language marker (``<de>``) goes before
 the swapped entity, as in MELM, so the LM knows which language it is reading.
 The marker lives only in the linearized input; the sentence itself
 (:class:`melm.encoding.Seed`) keeps plain words and BIO tags.
@@ -97,13 +99,23 @@ def code_mix(train: Sequence[TaggedSentence], pool: Mapping[str, Sequence[Tagged
     text_id: dict[str, int] = {}
     local_ids = torch.tensor([text_id.setdefault(t.lower(), len(text_id)) for t in local_texts])
     foreign_ids = torch.tensor([text_id.setdefault(m.text.lower(), len(text_id)) for m in foreign])
-    best = nearest_same_type(embed(local_texts), [t for *_, t in local], embed([m.text for m in foreign]),
-                             [m.type for m in foreign], local_ids[:, None] == foreign_ids[None, :]).tolist()
-    options: dict[int, list[tuple[int, int, Mention]]] = {}
-    for (i, a, b, _), j in zip(local, best):
-        if j >= 0:
-            options.setdefault(i, []).append((a, b, foreign[j]))
-    return [swap(train[i], i, *random.Random(f"{seed}:codemix:{i}").choice(options[i])) for i in sorted(options)]
+    local_emb, foreign_emb = embed(local_texts), embed([m.text for m in foreign])
+    # options[i][language]: (start, end, nearest same-type mention in that language) for each entity of sentence i
+    options: dict[int, dict[str, list[tuple[int, int, Mention]]]] = {}
+    for language in sorted({m.language for m in foreign}):
+        within = torch.tensor([j for j, m in enumerate(foreign) if m.language == language])
+        best = nearest_same_type(local_emb, [t for *_, t in local], foreign_emb[within],
+                                 [foreign[j].type for j in within.tolist()],
+                                 local_ids[:, None] == foreign_ids[within][None, :]).tolist()
+        for (i, a, b, _), j in zip(local, best):
+            if j >= 0:
+                options.setdefault(i, {}).setdefault(language, []).append((a, b, foreign[within[j]]))
+    mixed = []
+    for i in sorted(options):
+        rng = random.Random(f"{seed}:codemix:{i}")
+        language = rng.choice(sorted(options[i]))      # the target language first, uniformly
+        mixed.append(swap(train[i], i, *rng.choice(options[i][language])))
+    return mixed
 
 
 def sbert_embedder(cfg: DictConfig, device: torch.device) -> Embed:

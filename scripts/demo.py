@@ -1,14 +1,14 @@
 #!/usr/bin/env python
-"""Gold-only against ACLM on the bundled sample, offline, with the tiny models.
+"""Gold-only against ACLM with real pretrained weights, offline, on CPU.
 
-    make demo                      # = python scripts/demo.py
-    python scripts/demo.py profile=tiny dataset=sample/de
+    make demo                      # = python scripts/demo.py (profile mini, multiconer/en, 100 gold)
+    python scripts/demo.py dataset=sample/en gold=full     # the bundled sample, without ../shared/data
 
-Runs every ACLM stage (S0-S7) on data/sample/en with the random-weight tiny
-models of scripts/build_tiny_models.py, then prints both F1 scores and a few
-source -> template -> augmentation examples. The models are untrained, so the
-numbers and the generated text say nothing about the method: the demo shows
-that every stage runs, and what each one writes.
+The `mini` profile's tagger is the real all-MiniLM-L6-v2, fine-tuned on the gold
+sample (S1): its F1 is a real Gold-only score, and its attention maps choose
+the keywords of S2, shown here with their scores beside the candidates they
+beat. The generator is still the tiny RANDOM mBART-50: ACLM's generated text,
+and so its F1, mean nothing yet.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ import logging
 from aclm import experiment as ex
 from aclm.cli import main_guard, parse, stage_parser
 from aclm.config import load_config
+from aclm.data import bio_spans
 from aclm.io import read_json, read_jsonl
 from aclm.methods import run_method
 
 EXAMPLES = 4
+KEYWORD_EXAMPLES = 5
 
 
 def show_examples(cfg) -> None:
@@ -43,21 +45,56 @@ def show_examples(cfg) -> None:
         print(f"status     : {status}")
 
 
+def bracketed(tokens: list[str], tags: list[str]) -> str:
+    """``[PER john smith] visited ...``"""
+    words, spans = list(tokens), bio_spans(tags)
+    for start, end, etype in reversed(spans):
+        words[start:end] = [f"[{etype} {' '.join(tokens[start:end])}]"]
+    return " ".join(words)
+
+
+def show_keywords(cfg) -> None:
+    """Sentences with the keywords the fine-tuned tagger's attention chose, and the candidates they beat."""
+    rows = [r for r in read_jsonl(ex.method_dir(cfg) / "s2_keywords" / "train.jsonl") if r["keywords"]]
+    templates = read_jsonl(ex.method_dir(cfg) / "s3_templates" / "train.jsonl")
+    by_tokens = {tuple(t["tokens"]): t["template"] for t in templates}
+    print("\nS2: the words each sentence's entities attend to most (summed attention from the entities,\n"
+          f"last 4 layers of the fine-tuned tagger); ACLM keeps these in its templates and masks the rest (p = "
+          f"{cfg.keywords.p}):")
+    for r in sorted(rows, key=lambda r: -len(r["scores"]))[:KEYWORD_EXAMPLES]:
+        scores = {int(i): s for i, s in r["scores"].items()}
+        kept = ", ".join(f"{r['tokens'][i]} ({scores[i]:.2f})" for i in r["keywords"])
+        others = sorted((i for i in scores if i not in r["keywords"]), key=lambda i: -scores[i])
+        beaten = ", ".join(f"{r['tokens'][i]} ({scores[i]:.2f})" for i in others[:4]) or "-"
+        print(f"\nsentence : {bracketed(r['tokens'], r['tags'])}")
+        print(f"keywords : {kept}")
+        print(f"not kept : {beaten}")
+        print(f"template : {by_tokens[tuple(r['tokens'])]}")
+
+
 def main() -> None:
     args, _ = parse(stage_parser(__doc__), [])
-    overrides = ["profile=tiny", *args.overrides] if args.overrides else ["profile=tiny"]
+    overrides = ["profile=mini", "gold=100", *args.overrides]
     logging.getLogger("flair").setLevel(logging.WARNING)
+    missing = [p for p in ex.dataset_files(load_config(overrides)) if not p.exists()]
+    if missing and not any(o.startswith("dataset=") for o in args.overrides):
+        print(f"{missing[0]} not found (set ACLM_DATA_DIR to the data folder): using the bundled sample instead")
+        overrides += ["dataset=sample/en", "gold=full"]
     results = {}
     for method in ("gold_only", "aclm"):
         cfg = load_config([*overrides, f"method={method}"])
         results[method] = read_json(run_method(cfg) / "result.json")
     report = results["aclm"]["augmentation"]
-    print("\n=== ACLM on", cfg.dataset, "(tiny random models: the numbers measure nothing) ===")
+    print(f"\n=== {cfg.dataset}, {results['gold_only']['sizes']['train']} gold sentences, profile {cfg.profile} ===")
+    print(f"tagger: {cfg.ner.model} (real pretrained weights); generator: {cfg.generator.model}")
     print(f"{'method':<10} {'F1':>6} {'P':>6} {'R':>6}  train sentences")
     for method, r in results.items():
         print(f"{method:<10} {r['f1']:6.2f} {r['precision']:6.2f} {r['recall']:6.2f}  {r['sizes']['train']}")
-    print("\ngeneration:", json.dumps(report["generation"]))
-    print("postprocess:", json.dumps(report["postprocess"]))
+    if "tiny" in cfg.generator.model:
+        print("(the generator has random weights: ACLM's augmentations, and its F1, mean nothing yet)")
+    show_keywords(cfg)
+    print("\nS5 generation:", json.dumps(report["generation"]))
+    print("S6 postprocess:", json.dumps(report["postprocess"]))
     show_examples(cfg)
     print(f"\nall artifacts: {ex.run_root(cfg)}")
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Cut low-resource gold samples from a dataset's train set by iterative stratified sampling.
 
-    python scripts/make_splits.py dataset=multiconer/en seed=1 --out splits/multiconer_en
+    python scripts/make_splits.py dataset=multiconer/en splits.seed=1 --out splits/multiconer_en
     python scripts/make_splits.py dataset=conll2003/en "splits.sizes=[200,500]" splits.dev_size=200
 
 Writes train_<N>.conll for each size in splits.sizes and the dev set: dev.conll
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     args, cfg = parse(parser)
     full = load_split(cfg.dataset, "train", cfg.data_dir)
-    samples = {str(n): splits.sample(full, int(n), cfg.seed) for n in cfg.splits.sizes}
+    samples = {str(n): splits.sample(full, int(n), cfg.splits.seed) for n in cfg.splits.sizes}
     for n, sentences in samples.items():
         write_conll(args.out / f"train_{n}.conll", sentences)
     dev = load_split(cfg.dataset, "dev", cfg.data_dir)
@@ -36,17 +36,17 @@ def main() -> None:
         wanted = ({f"dev_{n}": len(s) for n, s in samples.items()} if cfg.splits.dev_size == "gold"
                   else {"dev": cfg.splits.dev_size or len(dev)})
         for name, size in wanted.items():
-            part = splits.sample(dev, size, cfg.seed) if size < len(dev) else dev
+            part = splits.sample(dev, size, cfg.splits.seed) if size < len(dev) else dev
             write_conll(args.out / f"{name}.conll", part)
             dev_sizes[name] = len(part)
     table = splits.share_table(full, samples)
     write_json(args.out / "summary.json", {
-        "dataset": cfg.dataset, "seed": cfg.seed, "full": len(full),
+        "dataset": cfg.dataset, "seed": cfg.splits.seed, "full": len(full),
         "sizes": {n: len(s) for n, s in samples.items()}, "dev": dev_sizes,
         "type_share_full": splits.type_shares(full),
         "type_share": {n: splits.type_shares(s) for n, s in samples.items()},
         "config": to_dict(cfg), "config_hash": config_hash(cfg)})
-    print(f"{cfg.dataset}, seed {cfg.seed}: entity-type share of mentions (%), difference to the full set\n{table}")
+    print(f"{cfg.dataset}, seed {cfg.splits.seed}: entity-type share of mentions (%), difference to the full set\n{table}")
     print(f"written to {args.out}")
 
 

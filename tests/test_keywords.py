@@ -85,11 +85,24 @@ def test_select_by_attention_without_entities_is_empty():
     assert kw.select_by_attention(torch.rand(3, 3), ["O", "O", "O"], [True] * 3, 0.5) == []
 
 
-def test_select_dispatches_and_rejects_unknown_selection():
-    assert kw.select("attention", TAGS, CANDS, 0.2, word_attn=hand_attention()) == [2, 7]
-    assert kw.select("none", TAGS, CANDS, 0.3) == []
-    with pytest.raises(ValueError, match="selection"):
-        kw.select("greedy", TAGS, CANDS, 0.3)
+def test_released_rule_lets_other_entities_first_words_take_slots_hand_worked():
+    # PER over candidates + paris (LOC's first word, summed column 0.4): paris 0.4, visited 0.3, museum 0.2,
+    #   today 0.2 -> top 2 = paris, visited -> paris dropped -> visited.
+    # LOC over candidates + john (PER's first word, carrying john + smith = 0.75): john 0.75, today 0.4,
+    #   museum 0.1, visited 0.0 -> top 2 = john, today -> john dropped -> today.
+    assert kw.select_by_attention(hand_attention(), TAGS, CANDS, 0.3, rule="released") == [2, 7]
+    # k = 1: each entity's only slot goes to the other entity, so no keyword at all.
+    assert kw.select_by_attention(hand_attention(), TAGS, CANDS, 0.2, rule="released") == []
+    # p = 0: argpartition(row, -0)[-0:] is every index: every candidate.
+    assert kw.select_by_attention(hand_attention(), TAGS, CANDS, 0.0, rule="released") == [2, 4, 7]
+
+
+def test_released_rule_equals_paper_rule_with_one_entity():
+    tags = ["O", "B-PER", "I-PER", "O", "O", "O"]
+    attn = torch.rand(6, 6, generator=torch.Generator().manual_seed(0))
+    mask = [True, False, False, True, True, True]
+    for p in (0.2, 0.5, 1.0):
+        assert kw.select_by_attention(attn, tags, mask, p, "released") == kw.select_by_attention(attn, tags, mask, p)
 
 
 # --------------------------------------------------------------------------- candidates and k
@@ -126,6 +139,18 @@ def test_is_punctuation():
     assert not any(kw.is_punctuation(w) for w in ["a", "m73", "c++", "1965"])
 
 
+def test_released_punctuation_is_any_ascii_punctuation_character():
+    assert all(kw.is_punctuation(w, "released") for w in ["'s", "u.s.", "co-founded", "c++", ".", "a_b", "x~"])
+    assert not any(kw.is_punctuation(w, "released") for w in ["।", "，", "«»", "—", "m73", "1965", "café"])
+
+
+def test_the_released_stop_words_are_the_ten_languages_lists_joined():
+    joined = kw.stopwords("en", "stopwordsiso_all")
+    assert {"the", "und", "में", "и", "的"} <= joined
+    assert joined == kw.stopwords("hi", "stopwordsiso_all")      # whatever the sentence's language
+    assert kw.stopwords("en") < joined and kw.stopwords("en", "none") == frozenset()
+
+
 @pytest.mark.parametrize("p, non_entity, cands, k", [
     (0.3, 5, 5, 2),     # ceil(1.5)
     (0.3, 10, 10, 3),   # exactly 3: no extra keyword
@@ -145,22 +170,25 @@ def test_keyword_count(p, non_entity, cands, k):
 # --------------------------------------------------------------------------- random variant
 
 
-def test_select_random_reproducible_and_only_candidates():
-    tags = ["B-PER", "O", "O", "O", "O", "O", "O", "O", "O", "O", "O"]
-    mask = [False, True, False, True, True, False, True, True, False, True, True]
-    runs = [kw.select_random(tags, mask, 0.3, random.Random(seed)) for seed in range(20)]
-    assert all(len(r) == 3 for r in runs)  # one entity, k = ceil(0.3 * 10) = 3
-    assert all(mask[i] for r in runs for i in r)
-    assert runs[0] == kw.select_random(tags, mask, 0.3, random.Random(0))
+def test_select_random_draws_count_candidates_once_per_sentence():
+    tags = ["B-PER", "O", "O", "O", "B-LOC", "O", "O", "O", "O", "O", "O"]
+    mask = [False, True, False, True, False, False, True, True, False, True, True]
+    runs = [kw.select_random(tags, mask, 3, random.Random(seed)) for seed in range(20)]
+    assert all(len(r) == 3 for r in runs)  # exactly the count asked for, not k per entity
+    assert all(mask[i] for r in runs for i in r) and all(r == sorted(r) for r in runs)
+    assert runs[0] == kw.select_random(tags, mask, 3, random.Random(0))
     assert len({tuple(r) for r in runs}) > 1
+    assert kw.select_random(tags, mask, 0, random.Random(0)) == []
 
 
-def test_select_random_union_over_entities():
-    tags = ["B-PER", "O", "O", "O", "B-LOC", "O"]
-    mask = [False, True, True, True, False, True]
-    picks = kw.select_random(tags, mask, 0.25, random.Random(3))  # k = 1 per entity
-    assert 1 <= len(picks) <= 2 and picks == sorted(picks)
-    assert kw.select_random(["O", "O"], [True, True], 0.5, random.Random(0)) == []
+def test_select_random_released_allows_stop_words_and_sentences_without_entities():
+    tokens = ["the", "band", "'s", "show", "in", "paris", "was", "loud", "."]
+    tags = ["O", "O", "O", "O", "O", "B-LOC", "O", "O", "O"]
+    # pool: non-entity words without ASCII punctuation: the band show in was loud (6) -> k = ceil(0.3 * 6) = 2
+    picks = [kw.select_random_released(tokens, tags, 0.3, "released", random.Random(s)) for s in range(50)]
+    assert all(len(p) == 2 and set(p) <= {0, 1, 3, 4, 6, 7} for p in picks)
+    assert any(0 in p or 4 in p for p in picks)                      # stop words are allowed
+    assert len(kw.select_random_released(["a", "b", "c"], ["O"] * 3, 0.5, "released", random.Random(0))) == 2
 
 
 # --------------------------------------------------------------------------- layers
@@ -217,7 +245,7 @@ def tiny():
 
 
 def _cfg(**overrides) -> KeywordConfig:
-    values = dict(selection="attention", layers="last4", p=0.3, stopwords="stopwordsiso", batch_size=3,
+    values = dict(selection="attention", rule="paper", layers="last4", p=0.3, stopwords="stopwordsiso", batch_size=3,
                   max_subtokens=40)  # the last sentence has 44 sub-tokens, the others at most 34
     return KeywordConfig(**{**values, **overrides})
 
@@ -238,7 +266,8 @@ def test_extract_keywords_batched_equals_one_by_one(tiny):
     for a, b in zip(records, single_records):
         assert a["scores"].keys() == b["scores"].keys()
         assert all(a["scores"][i] == pytest.approx(b["scores"][i], rel=1e-4, abs=1e-6) for i in a["scores"])
-    assert counts == {"sentences": 6, "with_keywords": 4, "no_entity": 1, "too_long": 1, "failed": 0}
+    assert counts == {"sentences": 6, "with_keywords": 4, "keywords": sum(map(len, batched)), "no_entity": 1,
+                      "too_long": 1, "failed": 0}
     assert [r["status"] for r in records] == ["ok", "ok", "ok", "ok", "no_entity", "too_long"]
     # Keywords are candidates, at most k per entity, and scored.
     stop = kw.stopwords("en")
@@ -282,10 +311,24 @@ def test_a_failing_sentence_is_counted_and_the_rest_still_run(tiny, monkeypatch,
         kw.extract_keywords(model, tokenizer, [SENTENCES[1]], _cfg(), "en", "cpu", 0)
 
 
-def test_random_and_none_variants_never_touch_the_model():
-    keys, records, counts = kw.extract_keywords(None, None, SENTENCES, _cfg(selection="random"), "en", "cpu", 7)
-    again, _, _ = kw.extract_keywords(None, None, SENTENCES, _cfg(selection="random"), "en", "cpu", 7)
-    assert keys == again and any(keys) and keys[4] == []
-    assert counts["no_entity"] == 1 and counts["too_long"] == 0
+def test_random_is_a_matched_control_of_attention(tiny):
+    model, tokenizer = tiny
+    chosen, _, _ = kw.extract_keywords(model, tokenizer, SENTENCES, _cfg(), "en", "cpu", 7)
+    drawn, records, counts = kw.extract_keywords(model, tokenizer, SENTENCES, _cfg(selection="random"), "en", "cpu", 7)
+    again, _, _ = kw.extract_keywords(model, tokenizer, SENTENCES, _cfg(selection="random"), "en", "cpu", 7)
+    assert drawn == again and [len(k) for k in drawn] == [len(k) for k in chosen]
+    stop = kw.stopwords("en")
+    assert all(kw.candidates(s.tokens, s.tags, stop)[i] for s, keys in zip(SENTENCES, drawn) for i in keys)
+    draws = [kw.extract_keywords(model, tokenizer, SENTENCES, _cfg(selection="random"), "en", "cpu", seed)[0]
+             for seed in range(8)]
+    assert any(d != chosen for d in draws)
+    assert counts["no_entity"] == 1 and counts["too_long"] == 1
+
+
+def test_released_random_and_none_never_touch_the_model():
+    cfg = _cfg(selection="random_released", rule="released")
+    keys, records, counts = kw.extract_keywords(None, None, SENTENCES, cfg, "en", "cpu", 7)
+    assert keys == kw.extract_keywords(None, None, SENTENCES, cfg, "en", "cpu", 7)[0]
+    assert keys[4] and records[4]["status"] == "no_entity"          # sentences without entities too
     none, _, counts = kw.extract_keywords(None, None, SENTENCES, _cfg(selection="none"), "en", "cpu", 7)
     assert none == [[]] * 6 and counts["with_keywords"] == 0

@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aclm.config import PROJECT_ROOT, load_config
+from aclm.augmentation import Gold
+from aclm.config import load_config
 from aclm.data import TaggedSentence, entity_types, read_conll
-from aclm.methods import Gold
+from aclm.paths import PROJECT_ROOT
 from aclm.templates import MalformedGeneration, label_tokens
 from aclm.tiny_models import build_tiny_models
 from melm.augment import augment
@@ -322,26 +323,30 @@ VECTORS = {"anna": [1, 0, 0], "bob": [0, 1, 0], "paris": [0, 0, 1],
 POOL = {"de": [s("hans wohnt in berlin", "B-PER O O B-LOC"), s("nach bad homburg", "O B-LOC I-LOC")],
         "es": [s("juan y pablo viven en madrid", "B-PER O B-PER O O B-LOC")],
         "fr": [s("paris est belle", "B-LOC O O")]}                                 # same text: never a swap
-EXPECTED = {0: ("hans", "de"), 2: ("juan", "es"), 4: ("bad homburg", "de")}       # anna, bob, paris
+# the nearest same-type mention of each entity (anna, bob, paris) within each language; fr has none
+# (its only mention, paris, is spelled like the entity it would replace)
+NEAREST = {"de": {0: "hans", 2: "hans", 4: "bad homburg"}, "es": {0: "juan", 2: "juan", 4: "madrid"}}
 
 
 def fake_embed(texts: list[str]) -> torch.Tensor:
     return torch.tensor([VECTORS[t] for t in texts], dtype=torch.float)
 
 
-def test_code_mixing_swaps_one_entity_for_its_nearest_foreign_same_type_entity():
+def test_code_mixing_draws_the_language_first_then_the_nearest_same_type_entity_in_it():
     train = [s("anna met bob in paris", "B-PER O B-PER O B-LOC"), RAIN]
-    swapped = set()
-    for seed in range(20):
+    languages, swapped = [], set()
+    for seed in range(40):
         [mixed] = code_mix(train, POOL, fake_embed, seed)
         assert mixed.source == 0 and mixed.code_mixed
         [(start, language)] = mixed.markers.items()
-        words, _ = EXPECTED[start]                               # each original entity is one word
+        words = NEAREST[language][start]                          # each original entity is one word
         assert mixed.sentence.tokens == train[0].tokens[:start] + words.split() + train[0].tokens[start + 1:]
-        assert (words, language) == EXPECTED[start]
         assert [t for *_, t in mixed.sentence.spans()] == [t for *_, t in train[0].spans()]
+        languages.append(language)
         swapped.add(start)
-    assert swapped == set(EXPECTED)
+    assert swapped == {0, 2, 4}
+    # uniform over the languages that have a match: 40 draws, P(a count outside 10..30) < 0.003
+    assert set(languages) == {"de", "es"} and 10 <= languages.count("de") <= 30
 
 
 def test_the_code_mix_pool_refuses_the_target_language(cfg):

@@ -189,6 +189,21 @@ def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_mode
     assert len(json.loads((tmp_path / "cache.json").read_text())) == 2
 
 
+def test_an_empty_aug_file_has_no_perplexity(tmp_path, monkeypatch):
+    # a method that kept no augmentation writes an empty aug.conll: no sentences, not an error
+    from aclm import perplexity as module
+    from aclm.report import PerplexityCache
+
+    seen = []
+    monkeypatch.setattr(module, "perplexity", lambda texts, *a, **k: seen.append(texts))
+    cell = Cell("tiny", "multiconer/en", 100, "aclm", 1, str(tmp_path))
+    cell.aug_path.parent.mkdir(parents=True)
+    cell.aug_path.write_text("")
+    result = {"config": {"analysis": {"perplexity_model": "models/tiny/gpt2", "batch_size": 4}}}
+    assert PerplexityCache(tmp_path / "cache.json")(cell, result) is None
+    assert seen == [[]]
+
+
 def test_sweep_points_are_rows_of_their_own(tmp_path):
     grid = load_grid("melm_table2")
     cells = expand(grid, "tiny", runs=str(tmp_path / "runs"), sizes="100", seeds="1,2")
@@ -203,3 +218,21 @@ def test_sweep_points_are_rows_of_their_own(tmp_path):
     rows = {line.split("|")[2].strip(): line for line in report.markdown.splitlines() if line.startswith("| 100")}
     assert "81.50 ± 0.71 (80.96" in rows["MELM"] and "76.50 ± 0.71 (78.71" in rows["MELM-gold"]
     assert "MELM-gold" in rows["p: MELM vs best baseline"]   # the best baseline is MELM without code-mixing
+
+
+def test_the_report_says_which_mixner_sigma_and_generator_the_runs_used(tmp_path):
+    (tmp_path / "ref.csv").write_text(REFERENCE)
+    (tmp_path / "grids").mkdir()
+    (tmp_path / "grids" / "toy.yaml").write_text(GRID.format(reference=tmp_path / "ref.csv"))
+    grid = load_grid("toy", tmp_path / "grids")
+    cells = expand(grid, "paper", runs=str(tmp_path / "runs"), sizes="100", seeds="1")
+    for cell in cells:
+        write_result(cell, 50.0, 40.0)
+        result = json.loads(cell.result_path.read_text())
+        result["config"] = {"generation": {"mixner": {"mode": "paper", "beta": 0.7, "gamma_sigma": 0.3,
+                                                      "code_mixed_rounds": 2}},
+                            "generator": {"model": "models/tiny/mbart-large-50"}}
+        cell.result_path.write_text(json.dumps(result))
+    markdown = build_report(grid, cells, "paper").markdown
+    assert "sigma = 0.3" in markdown and "not given in the paper" in markdown
+    assert "models/tiny/mbart-large-50 (random weights" in markdown

@@ -153,11 +153,20 @@ def test_parse_several_words_in_one_pair_continue_the_entity():
     assert parse_generation("<b-loc> new york <b-loc> is big", TYPES).tags == ["B-LOC", "I-LOC", "O", "O"]
 
 
-def test_parse_drops_special_tokens_masks_and_language_codes():
-    text = "en_XX<b-per> john <b-per> <mask> left [M] early</s><pad>"
-    parsed = parse_generation(text, TYPES, mask_token="[M]")
+def test_parse_drops_sequence_markers_and_language_codes():
+    text = "en_XX<b-per> john <b-per> left early</s><pad>"
+    parsed = parse_generation(text, TYPES)
     assert (parsed.tokens, parsed.tags) == (["john", "left", "early"], ["B-PER", "O", "O"])
-    assert parse_generation("<s> hi_IN a <mask> b </s>", TYPES).tokens == ["a", "b"]
+    assert parse_generation("<s> hi_IN a b </s>", TYPES).tokens == ["a", "b"]
+
+
+@pytest.mark.parametrize("text, mask", [("<b-per> john <b-per> <mask> left", "<mask>"),
+                                        ("<b-per> john <b-per> left [M] early", "[M]"),
+                                        ("<b-per> john <b-per> left<mask>", "<mask>")])
+def test_an_unfilled_mask_is_malformed_not_deleted(text, mask):
+    with pytest.raises(MalformedGeneration) as err:
+        parse_generation(text, TYPES, mask_token=mask)
+    assert err.value.reason == "unfilled_mask"
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -169,7 +178,7 @@ def test_parse_drops_special_tokens_masks_and_language_codes():
     ("<b-per> john<b-per>", "glued_tag"),
     ("<b-per> <b-per> left", "empty"),
     ("", "empty"),
-    ("en_XX </s> <mask>", "empty"),
+    ("en_XX </s>", "empty"), ("en_XX </s> <mask>", "unfilled_mask"),
 ])
 def test_malformed_generations(text, reason):
     with pytest.raises(MalformedGeneration) as err:

@@ -1,0 +1,36 @@
+"""The tagger recipes: schedules, early stopping and reprojection as the config says."""
+
+from __future__ import annotations
+
+import pytest
+from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin, TrainingInterrupt
+
+from aclm.config import load_config
+from aclm.ner import EarlyStopping, build_tagger, schedule_plugins
+
+
+def test_schedules_follow_the_config(tmp_path):
+    ner = load_config().ner
+    assert [type(p) for p in schedule_plugins(ner, tmp_path)] == [AnnealingPlugin]
+    ner.schedule, ner.early_stopping = "linear", None
+    assert [type(p) for p in schedule_plugins(ner, tmp_path)] == [LinearSchedulerPlugin]
+    wikineural = load_config(config_files=["configs/taggers/wikineural.yaml"]).ner
+    assert [type(p) for p in schedule_plugins(wikineural, tmp_path)] == [EarlyStopping]   # constant lr
+    assert (wikineural.optimizer, wikineural.lr, wikineural.early_stopping) == ("adam", 1e-3, 10)
+
+
+def test_early_stopping_after_patience_epochs_without_a_new_best():
+    stop = EarlyStopping(patience=3)
+    for best in (True, False, False, True, False, False):      # a new best resets the count
+        stop.after_evaluation(current_model_is_best=best)
+    with pytest.raises(TrainingInterrupt):
+        stop.after_evaluation(current_model_is_best=False)
+
+
+@pytest.mark.parametrize("config_files, reproject", [([], False), (["configs/taggers/wikineural.yaml"], False)])
+def test_reprojection_only_when_asked(tiny_models, config_files, reproject):
+    cfg = load_config(["profile=tiny"], config_files)
+    tagger = build_tagger(cfg.ner, ["PER", "LOC"])
+    assert hasattr(tagger, "embedding2nn") == reproject
+    cfg.ner.reproject_embeddings = True
+    assert hasattr(build_tagger(cfg.ner, ["PER", "LOC"]), "embedding2nn")
