@@ -8,7 +8,7 @@ returns rows for ``generations.jsonl``; a row it keeps is built by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aclm.data import TaggedSentence
@@ -26,6 +26,7 @@ class Gold:
     dev_languages: list[str]             # each dev sentence's
     device: object
     work_dir: Path
+    needs: dict[str, Path] = field(default_factory=dict)   # S6 of the methods it needs, where they ran
 
 
 def kept_row(sentence: TaggedSentence, sources: list[int], **extra) -> dict:

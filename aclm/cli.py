@@ -14,8 +14,10 @@ from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from aclm import layout
 from aclm.config import ConfigError, load_config
 from aclm.data import DataError
+from aclm.methods import run_method
 from aclm.ner import NoLearning
 from aclm.runtime import setup_logging
 
@@ -52,3 +54,22 @@ def main_guard(main: Callable[[], None]) -> None:
     except (DataError, FileNotFoundError, ConfigError, NoLearning) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
+
+
+def stage_script(doc: str, stage_name: str, label: str) -> None:
+    """A stage script's main: run the method's chain up to ``stage_name`` (earlier stages when needed).
+
+    With ``stage_name=None`` the whole chain runs; ``--force`` re-runs the named stage (else the tagger's
+    training) and so everything after it.
+    """
+    def main() -> None:
+        args, cfg = parse(stage_parser(doc))
+        trained = layout.S1 if cfg.method == layout.GOLD_ONLY else layout.S7
+        done = run_method(cfg, until=stage_name, force=(stage_name or trained) if args.force else None)
+        if stage_name and stage_name not in done:
+            raise ConfigError(f"method {cfg.method!r} has no stage {stage_name} "
+                              f"(its chain: {', '.join(done)}); pick another method=")
+        out = done[stage_name] if stage_name else list(done.values())[-1]
+        print(f"{label}: {out}")
+
+    main_guard(main)

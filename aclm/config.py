@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf, open_dict
 
-from aclm.datasets import registry
+from aclm.datasets import dataset_error, set_language
 from aclm.io import sha256_text
 from aclm.paths import CONFIG_DIR, PROJECT_ROOT
+from aclm.registry import METHODS
 
 
 @dataclass
@@ -149,7 +150,8 @@ class Config:
     profile: str = MISSING
     method: str = MISSING
     variant: str = MISSING               # names a method's sweep point: runs in <method>@<variant>/, sharing S0-S1
-    dataset: str = MISSING               # a key of configs/datasets.yaml
+    dataset: str = MISSING               # a key of configs/datasets.yaml, or a folder with train.conll (dev, test)
+    language: Optional[str] = None       # a dataset folder's ISO 639-1 language (null: detected from its text)
     test_datasets: list = field(default_factory=list)  # extra test sets (cross-lingual)
     gold: Union[int, str] = MISSING      # gold sentences, or "full"
     seed: int = MISSING
@@ -169,8 +171,6 @@ class Config:
 
 
 CHOICES: dict[str, tuple] = {
-    "method": ("gold_only", "aclm", "aclm_random", "aclm_only_entity",
-               "lwtr", "daga", "mulda", "melm", "wikineural"),
     "device": ("auto", "cpu", "cuda"),
     "splits.source": ("auto", "released", "stratified"),
     "ner.tagger": ("linear", "bilstm_crf"),
@@ -229,10 +229,16 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     profile_node = _load_yaml_chain(_resolve_config_file(profile, CONFIG_DIR / "profiles"))
     # a profile's per-method values win over the method file (e.g. the released code keeps entity-free ACLM output)
     per_method = profile_node.pop("method_overrides", None) or {}
-    method_file = CONFIG_DIR / "methods" / f"{method}.yaml"
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)} (aclm/registry.py)")
+    method_file = METHODS[method].yaml
     if not method_file.exists():
-        raise ConfigError(f"unknown method {method!r}: no {method_file}")
-    layers = [profile_node, OmegaConf.load(method_file), per_method.get(method) or {}]
+        raise ConfigError(f"method {method!r} has no config file {method_file}")
+    method_node = OmegaConf.load(method_file)
+    with open_dict(cfg):  # a method's own section (one the schema does not know) comes from its file, untyped
+        for key in [k for k in method_node if k not in cfg]:
+            cfg[key] = method_node[key]
+    layers = [profile_node, method_node, per_method.get(method) or {}]
     layers += [_load_yaml_chain(_resolve_config_file(f)) for f in config_files or []]
     layers.append(cli)
     try:
@@ -254,9 +260,13 @@ def validate(cfg: DictConfig) -> None:
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {allowed}")
     for name in [cfg.dataset, *cfg.test_datasets]:
-        if name not in registry():
-            raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry()))} "
-                              f"(add it to {CONFIG_DIR / 'datasets.yaml'})")
+        problem = dataset_error(name)   # a registered name, or a folder holding the files
+        if problem:
+            raise ConfigError(problem)
+    try:
+        set_language(cfg.dataset, cfg.language)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if not (isinstance(cfg.gold, int) or cfg.gold == "full"):
         raise ConfigError(f"gold={cfg.gold!r}: give a number of sentences or 'full'")
     if not (cfg.splits.dev_size in (None, "gold") or isinstance(cfg.splits.dev_size, int)):

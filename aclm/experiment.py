@@ -1,58 +1,37 @@
-"""One setting (dataset x gold size x seed): where its files live and the stages
-every method shares — the gold data (S0), the gold NER model (S1) and the final
-train-and-evaluate step (S7).
+"""The stages every method shares: the gold data (S0), training a tagger (S1 on
+the gold data, S7 on gold + augmentations) and scoring it on the test sets.
 
-Layout, one directory per stage::
-
-    runs/<profile>/<dataset>/gold<N>/seed<S>/
-        data/          train.conll dev.conll (the gold sample)
-        s1_ner/        best-model.pt result.json   <- also the Gold-only run
-        <method>/      its own stages ..., then s7_ner/result.json
-        <method>@<variant>/   the same for a sweep point (e.g. aclm@keywords.p-0.4)
+Each is a declared stage (:func:`aclm.stages.stage`): its code sees only the
+config keys it reads, and its raw inputs (data files, test sets) are hashed
+by content.  Training and scoring are separate stages, so a new or edited
+test set re-scores without re-training.  Where the directories are:
+:mod:`aclm.layout`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from aclm import splits
+from aclm import layout, splits
 from aclm.config import config_hash, to_dict
-from aclm.data import TaggedSentence, check_label_sets, read_conll, type_counts, write_conll
-from aclm.datasets import get_spec, load_split, resolve_data_dir
+from aclm.data import DataError, TaggedSentence, check_label_sets, read_conll, type_counts, write_conll
+from aclm.datasets import get_spec, load_split, require_split, resolve_data_dir
 from aclm.io import atomic_write_text, read_json, write_json
 from aclm.metrics import evaluate_tags
 from aclm.ner import check_learned, load_tagger, predict_tags, train_tagger
 from aclm.runtime import library_versions, seed_everything, select_device
-from aclm.stages import STAMP, run_stage
+from aclm.stages import STAMP, stage
 
 log = logging.getLogger("aclm.experiment")
-
-
-def run_root(cfg: DictConfig) -> Path:
-    return Path(cfg.run_dir) / cfg.profile / cfg.dataset / f"gold{cfg.gold}" / f"seed{cfg.seed}"
-
-
-def data_dir(cfg: DictConfig) -> Path:
-    return run_root(cfg) / "data"
-
-
-def s1_dir(cfg: DictConfig) -> Path:
-    return run_root(cfg) / "s1_ner"
-
-
-def method_dir(cfg: DictConfig) -> Path:
-    """A method's stages; a sweep point (``variant``) gets its own, beside the method's."""
-    return run_root(cfg) / (f"{cfg.method}@{cfg.variant}" if cfg.variant else cfg.method)
+DATA_READS = ("dataset", "language", "gold", "splits.source", "splits.seed", "splits.dev_size")
 
 
 def member_config(cfg: DictConfig, member: str) -> DictConfig:
-    sub = cfg.copy()
-    sub.dataset = member
-    return sub
+    """The config of one member of a union dataset (the multilingual setting)."""
+    return OmegaConf.create({**to_dict(cfg), "dataset": member})
 
 
 def dataset_files(cfg: DictConfig) -> list[Path]:
@@ -125,47 +104,64 @@ def _single_gold_data(cfg: DictConfig, spec) -> tuple[list[TaggedSentence], list
     return train, dev
 
 
-def data_stage(cfg: DictConfig, force: bool = False) -> Path:
-    out = data_dir(cfg)
-
-    def build(tmp: Path) -> dict:
-        train, dev = gold_data(cfg)
-        types = check_label_sets({"train": train, "dev": dev})
-        write_conll(tmp / "train.conll", train)
-        write_conll(tmp / "dev.conll", dev)
-        write_json(tmp / "languages.json", {"train": [s.meta["language"] for s in train],
-                                             "dev": [s.meta["language"] for s in dev]})
-        return {"train": len(train), "dev": len(dev), "types": types,
-                "type_counts": dict(type_counts(train))}
-
-    section = {"dataset": cfg.dataset, "gold": cfg.gold, "source": sample_source(cfg),
-               "split_seed": cfg.splits.seed, "dev_size": cfg.splits.dev_size}
-    run_stage("data", out, section, dataset_files(cfg), build, force=force)
-    return out
+@stage(layout.DATA, reads=DATA_READS, files=dataset_files)
+def data_stage(c: DictConfig, out: Path) -> dict:
+    train, dev = gold_data(c)
+    types = check_label_sets({"train": train, "dev": dev})
+    write_conll(out / "train.conll", train)
+    write_conll(out / "dev.conll", dev)
+    write_json(out / "languages.json", {"train": [s.meta["language"] for s in train],
+                                         "dev": [s.meta["language"] for s in dev]})
+    return {"train": len(train), "dev": len(dev), "types": types, "source": sample_source(c),
+            "type_counts": dict(type_counts(train))}
 
 
-def entity_types(cfg: DictConfig) -> list[str]:
+def entity_types(data: Path) -> list[str]:
     """The setting's label set, as the data stage derived it from the gold sample."""
-    return read_json(data_dir(cfg) / STAMP)["facts"]["types"]
+    return read_json(data / STAMP)["facts"]["types"]
 
 
-def sentence_languages(cfg: DictConfig, split: str) -> list[str]:
+def sentence_languages(data: Path, split: str) -> list[str]:
     """The language of every gold sentence of ``split`` (several in the multilingual setting)."""
-    return read_json(data_dir(cfg) / "languages.json")[split]
+    return read_json(data / "languages.json")[split]
 
 
-# --- S1 / S7: train and evaluate a tagger --------------------------------------------------
+# --- S1 / S7: train a tagger, then score it --------------------------------------------------
 
-def test_sets(cfg: DictConfig) -> dict[str, list[TaggedSentence]]:
-    own = get_spec(cfg.dataset).union or [cfg.dataset]
-    names = own + [d for d in cfg.test_datasets if d not in own]
-    sets = {}
-    for name in names:
-        sentences = load_split(name, "test", cfg.data_dir)
-        if sentences is None:
-            raise ValueError(f"dataset {name!r} has no test split")
-        sets[name] = sentences
-    return sets
+def train(c: DictConfig, out: Path, data: Path, train_file: Path) -> dict:
+    """Train on ``train_file`` (dev from the data stage); fail when the tagger learned nothing."""
+    seed_everything(c.seed)
+    select_device(c.device)
+    sentences, dev = read_conll(train_file), read_conll(data / "dev.conll")
+    types = check_label_sets({"train": sentences, "dev": dev})
+    tagger = load_tagger(train_tagger(c.ner, sentences, dev, types, out))
+    dev_scores, dev_predicted = evaluate_on(tagger, dev, c.ner.eval_batch_size, None)
+    check_learned(dev_scores["f1"], dev_predicted, c.ner, out)
+    return {"train": len(sentences), "dev": len(dev), "dev_f1": dev_scores["f1"], "types": types}
+
+
+@stage(layout.S1, reads=("ner", "seed"))
+def s1_stage(c: DictConfig, out: Path, data: Path) -> dict:
+    return train(c, out, data, data / "train.conll")
+
+
+@stage(layout.S7, reads=("ner", "seed"))
+def s7_stage(c: DictConfig, out: Path, data: Path, augmented: Path) -> dict:
+    return train(c, out, data, augmented / layout.GOLD_AUG)
+
+
+def test_names(c: DictConfig) -> list[str]:
+    own = get_spec(c.dataset).union or [c.dataset]
+    return own + [d for d in c.test_datasets if d not in own]
+
+
+def test_files(c: DictConfig) -> list[Path]:
+    """The test files a run is scored on (hashed by content: an edited test set re-scores)."""
+    base = resolve_data_dir(c.data_dir)
+    files = []
+    for name in test_names(c):
+        files.append(get_spec(name).path(require_split(name, "test"), base))
+    return files
 
 
 def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predictions_file: Path | None
@@ -179,78 +175,59 @@ def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predic
     return evaluate_tags([s.tags for s in sentences], predicted), predicted
 
 
-def stage_timings(*stage_dirs: Path) -> dict[str, float]:
-    timings = {}
+def chain_record(stage_dirs: tuple[Path, ...]) -> tuple[dict, dict]:
+    """The config every stage of the chain read (merged) and each stage's seconds, from their stamps."""
+    config, timings = OmegaConf.create({}), {}
     for d in stage_dirs:
-        stamp = Path(d) / STAMP
-        if stamp.exists():
-            info = read_json(stamp)
-            timings[info["stage"]] = info["seconds"]
-    return timings
+        stamp = read_json(Path(d) / STAMP)
+        config = OmegaConf.merge(config, stamp["config"])
+        timings[stamp["stage"]] = stamp["seconds"]
+    return to_dict(config), timings
 
 
-def ner_stage(cfg: DictConfig, name: str, out: Path, train_file: Path, upstream: list[Path],
-              extra: dict | None = None, force: bool = False) -> Path:
-    """Train a tagger on ``train_file`` (dev from the data stage), evaluate it, write ``result.json``."""
-    dev_file = data_dir(cfg) / "dev.conll"
-    chain = [data_dir(cfg)]
-    if name != "s1_ner":
-        chain += [s1_dir(cfg), *sorted(p for p in method_dir(cfg).iterdir() if p.is_dir() and p != out)]
-
-    def build(tmp: Path) -> dict:
-        start = time.perf_counter()
-        seed_everything(cfg.seed)
-        select_device(cfg.device)
-        train, dev = read_conll(train_file), read_conll(dev_file)
-        tests = test_sets(cfg)
-        types = check_label_sets({"train": train, "dev": dev, **{f"test:{k}": v for k, v in tests.items()}})
-        model_path = train_tagger(cfg.ner, train, dev, types, tmp)
-        tagger = load_tagger(model_path)
-        dev_scores, dev_predicted = evaluate_on(tagger, dev, cfg.ner.eval_batch_size, None)
-        check_learned(dev_scores["f1"], dev_predicted, cfg.ner, out)
-        scores, predicted = {}, {}
-        for k, v in tests.items():
-            scores[k], predicted[k] = evaluate_on(tagger, v, cfg.ner.eval_batch_size,
-                                                  tmp / "predictions" / f"{k.replace('/', '_')}.conll")
-        own = get_spec(cfg.dataset).union or [cfg.dataset]
-        # a union dataset is scored on all its members' test sentences at once (micro)
-        main = scores[cfg.dataset] if cfg.dataset in scores else evaluate_tags(
-            [s.tags for k in own for s in tests[k]], [t for k in own for t in predicted[k]])
-        result = {
-            "method": cfg.method if name == "s7_ner" else "gold_only",
-            "profile": cfg.profile, "dataset": cfg.dataset, "gold": cfg.gold, "seed": cfg.seed,
-            "f1": main["f1"], "precision": main["precision"], "recall": main["recall"], "dev_f1": dev_scores["f1"],
-            "per_type": main["per_type"], "per_length": main["per_length"],
-            "test": scores,
-            "timings": {**stage_timings(*chain), name: round(time.perf_counter() - start, 3)},
-            "sizes": {"train": len(train), "dev": len(dev), **{f"test:{k}": len(v) for k, v in tests.items()}},
-            **(extra or {}),
-            "config": to_dict(cfg), "config_hash": config_hash(cfg),
-            "versions": library_versions(),
-        }
-        write_json(tmp / "result.json", result)
-        return {"f1": main["f1"]}
-
-    section = {"ner": cfg.ner, "seed": cfg.seed, "test": [cfg.dataset, *cfg.test_datasets]}
-    run_stage(name, out, section, [train_file, dev_file, *upstream], build, force=force)
-    return out
+EVAL_READS = ("method", "profile", "dataset", "gold", "seed", "test_datasets", "ner.eval_batch_size")
 
 
-def s1_stage(cfg: DictConfig, force: bool = False) -> Path:
-    data = data_stage(cfg)
-    return ner_stage(cfg, "s1_ner", s1_dir(cfg), data / "train.conll", [data], force=force)
+def evaluate(c: DictConfig, out: Path, model_dir: Path, chain: tuple[Path, ...]) -> dict:
+    """Score the tagger of ``model_dir`` on every test set; ``result.json`` records the whole chain."""
+    select_device(c.device)
+    tests = {name: load_split(name, "test", c.data_dir) for name in test_names(c)}
+    tagger = load_tagger(model_dir / layout.MODEL)
+    trained = read_json(model_dir / STAMP)["facts"]
+    scores, predicted = {}, {}
+    for name, sentences in tests.items():
+        unseen = set().union(*(s.entity_types for s in sentences)) - set(trained["types"])
+        if unseen:   # types the tagger never saw could never be predicted: the score would be silently wrong
+            raise DataError(f"test set {name!r} has entity types {sorted(unseen)} that training did not "
+                            f"({trained['types']})")
+        scores[name], predicted[name] = evaluate_on(tagger, sentences, c.ner.eval_batch_size,
+                                                    out / "predictions" / f"{name.replace('/', '_')}.conll")
+    own = get_spec(c.dataset).union or [c.dataset]
+    # a union dataset is scored on all its members' test sentences at once (micro)
+    main = scores[c.dataset] if c.dataset in scores else evaluate_tags(
+        [s.tags for k in own for s in tests[k]], [t for k in own for t in predicted[k]])
+    config, timings = chain_record(chain)
+    augmented = [d for d in chain if Path(d).name == layout.S6]
+    result = {
+        "method": c.method, "profile": c.profile, "dataset": c.dataset, "gold": c.gold, "seed": c.seed,
+        "f1": main["f1"], "precision": main["precision"], "recall": main["recall"], "dev_f1": trained["dev_f1"],
+        "per_type": main["per_type"], "per_length": main["per_length"],
+        "test": scores,
+        "timings": timings,
+        "sizes": {"train": trained["train"], "dev": trained["dev"], **{f"test:{k}": len(v) for k, v in tests.items()}},
+        **({"augmentation": read_json(augmented[0] / layout.REPORT)} if augmented else {}),
+        "config": config, "config_hash": config_hash(config),
+        "versions": library_versions(),
+    }
+    write_json(out / layout.RESULT, result)
+    return {"f1": main["f1"]}
 
 
-def augmented_dir(cfg: DictConfig) -> Path:
-    """Where every augmentation method leaves gold+aug.conll (its S6 output)."""
-    return method_dir(cfg) / "s6_postprocess"
+@stage(layout.S1_EVAL, reads=EVAL_READS, files=test_files)
+def s1_eval_stage(c: DictConfig, out: Path, *chain: Path) -> dict:
+    return evaluate(c, out, chain[-1], chain)
 
 
-def s7_stage(cfg: DictConfig, force: bool = False) -> Path:
-    aug = augmented_dir(cfg)
-    if not (aug / "gold+aug.conll").exists():
-        raise FileNotFoundError(f"{aug / 'gold+aug.conll'} not found: run {cfg.method}'s stages first "
-                                f"(make run METHOD={cfg.method} ...)")
-    report = read_json(aug / "report.json")
-    return ner_stage(cfg, "s7_ner", method_dir(cfg) / "s7_ner", aug / "gold+aug.conll", [data_dir(cfg), aug],
-                     extra={"augmentation": report}, force=force)
+@stage(layout.S7_EVAL, reads=EVAL_READS, files=test_files)
+def s7_eval_stage(c: DictConfig, out: Path, *chain: Path) -> dict:
+    return evaluate(c, out, chain[-1], chain)

@@ -27,7 +27,8 @@ import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from aclm.templates import MalformedGeneration, Piece, dynamic_mask, join, parse_generation, render
+from aclm import screening
+from aclm.templates import Piece, dynamic_mask, join, parse_generation, render
 
 log = logging.getLogger("aclm.generation")
 
@@ -156,21 +157,19 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
 
 
 def screen(jobs: list[Job], outputs: list[str], types: Sequence[str]) -> tuple[list[dict], dict]:
-    """Parse every output; drop malformed ones and repeats for the same source, counting each reason."""
-    rows, counts, seen = [], {"generated": len(jobs), "kept": 0, "duplicate": 0}, set()
-    for job, text in zip(jobs, outputs):
+    """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
+
+    The shared :func:`aclm.screening.screen` decides and counts; copies of the
+    source are left to S6.  Rows keep the job and the decoded text; kept rows
+    also the parsed words and tags.
+    """
+    screened, counts = screening.screen([job.source for job in jobs], outputs,
+                                        lambda text: parse_generation(text, types))
+    rows = []
+    for job, text, verdict in zip(jobs, outputs, screened):
         row = {"source": job.source, "round": job.round, "partner": job.partner,
-               "template": job.template, "generation": text, "status": "kept"}
-        try:
-            parsed = parse_generation(text, types)
-            key = (job.source, tuple(parsed.tokens), tuple(parsed.tags))
-            if key in seen:
-                row["status"] = "duplicate"
-            else:
-                seen.add(key)
-                row["tokens"], row["tags"] = parsed.tokens, parsed.tags
-        except MalformedGeneration as err:
-            row["status"] = f"malformed:{err.reason}"
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
+               "template": job.template, "generation": text, "status": verdict.status}
+        if verdict.status == screening.KEPT:
+            row["tokens"], row["tags"] = verdict.sentence.tokens, verdict.sentence.tags
         rows.append(row)
     return rows, counts

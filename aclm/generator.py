@@ -21,6 +21,7 @@ from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForS
                           Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback)
 
 from aclm.templates import Piece, dynamic_mask, label_tokens, render
+from aclm.tokens import add_tokens
 
 log = logging.getLogger("aclm.generator")
 
@@ -35,20 +36,14 @@ def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
 
 def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
                      init_words: dict) -> list[str]:
-    """Add ``<b-x>``/``<i-x>`` per type; start each embedding at the mean embedding of its type's words."""
+    """Add ``<b-x>``/``<i-x>`` per type; start each embedding at the mean embedding of its type's words.
+
+    ``init_words`` maps a type (any case) to the words naming it; a type it
+    does not name starts from its own name.  Returns every label token.
+    """
     tokens = label_tokens(types)
-    new = [t for t in tokens if t not in tokenizer.get_vocab()]
-    if new:
-        tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
-        model.resize_token_embeddings(len(tokenizer))
     words_by_type = {k.lower(): v for k, v in init_words.items()}
-    embeddings = model.get_input_embeddings().weight
-    with torch.no_grad():
-        for token in new:
-            etype = token[3:-1]
-            ids = tokenizer(words_by_type.get(etype, etype), add_special_tokens=False)["input_ids"]
-            if ids:
-                embeddings[tokenizer.convert_tokens_to_ids(token)] = embeddings[ids].mean(dim=0)
+    add_tokens(model, tokenizer, tokens, {t: words_by_type.get(t[3:-1], t[3:-1]) for t in tokens})
     return tokens
 
 

@@ -19,8 +19,9 @@ which writes ``failed.json`` beside the missing result when a run fails):
 
   every cell is a file target (its result.json); method cells depend
   (order-only) on their S1 target, so ``-j`` never trains one S1 twice at
-  once.  A target counts as done once its result.json exists; ``make -B``
-  re-checks them all (each stage is cached, so current runs do no work).
+  once.  A target counts as done when its result.json exists and every
+  stage of its chain is current for the cell's config (``Cell.is_done``);
+  any other target runs, and only its changed stages do work.
 * GNU parallel: run the phases in order (0: S1, 1: methods, 2: WikiNEuRal)::
 
       for phase in 0 1 2; do
@@ -63,14 +64,17 @@ from typing import Any, Iterable, Optional, Sequence, Union
 import yaml
 from omegaconf import OmegaConf
 
-from aclm.config import CHOICES, load_config
+from aclm import registry
+from aclm.config import load_config
 from aclm.io import atomic_write_text, write_json
+from aclm.layout import FAILED, GOLD_ONLY, RunLayout, dataset_dir_name
+from aclm.methods import run_method
+from aclm.stages import Stale, planning
 from aclm.paths import PROJECT_ROOT
 
 GRID_DIR = PROJECT_ROOT / "configs" / "grids"
 RUN_SCRIPT = PROJECT_ROOT / "scripts" / "run_method.py"
 GRID_SCRIPT = "scripts/grid.py"
-FAILED = "failed.json"
 SAFE_PATH = re.compile(r"^[\w./+-]+$")
 GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "derived", "compare", "plot"}
 BLOCK_KEYS = {"datasets", "sizes", "methods", "overrides", "sweep", "columns"}
@@ -125,33 +129,48 @@ class Cell:
     variant_overrides: tuple[str, ...] = ()      # the swept key=value (not passed to S1)
 
     @property
+    def layout(self) -> RunLayout:
+        return RunLayout(self.runs, self.profile, dataset_dir_name(self.dataset), self.gold, self.seed,
+                         self.method, self.variant)
+
+    @property
     def root(self) -> Path:
-        """Mirrors ``aclm.experiment.run_root`` (kept import-light; run_cell checks the two agree)."""
-        return Path(self.runs) / self.profile / self.dataset / f"gold{self.gold}" / f"seed{self.seed}"
+        return self.layout.root
 
     @property
     def method_dir(self) -> Path:
-        """Mirrors ``aclm.experiment.method_dir``."""
-        return self.root / (f"{self.method}@{self.variant}" if self.variant else self.method)
+        return self.layout.method_dir
 
     @property
     def result_path(self) -> Path:
-        if self.method == "gold_only":
-            return self.root / "s1_ner" / "result.json"
-        return self.method_dir / "s7_ner" / "result.json"
+        return self.layout.result_path
 
     @property
     def failed_path(self) -> Path:
-        return self.result_path.parent / FAILED
+        return self.layout.failed_path
 
     @property
     def aug_path(self) -> Path:
-        return self.method_dir / "s6_postprocess" / "aug.conll"
+        return self.layout.aug_path
 
     @property
     def phase(self) -> int:
-        """0: S1; 1: augmentation methods; 2: WikiNEuRal (needs ACLM's count)."""
-        return {"gold_only": 0, "wikineural": 2}.get(self.method, 1)
+        """0: S1; then each method after the methods it needs (the method table's phase)."""
+        return registry.get(self.method).phase
+
+    def config(self):
+        return load_config(self.args())
+
+    def is_done(self) -> bool:
+        """Its result exists and every stage of its chain is current for the cell's config."""
+        if not self.result_path.exists():
+            return False
+        with planning():
+            try:
+                run_method(self.config())
+            except (Stale, FileNotFoundError):
+                return False
+        return True
 
     def args(self) -> list[str]:
         variant = [f"variant={self.variant}", *self.variant_overrides] if self.variant else []
@@ -159,9 +178,10 @@ class Cell:
                 f"gold={self.gold}", f"seed={self.seed}", f"run_dir={self.runs}", *self.overrides, *variant]
 
     def prerequisites(self) -> list["Cell"]:
+        """The setting's S1 (Gold-only) run and the runs of the methods this one needs (method table)."""
         plain = replace(self, variant="", variant_overrides=())   # sweep points share the setting's S1
-        needs = [] if self.method == "gold_only" else [replace(plain, method="gold_only")]
-        return needs + ([replace(plain, method="aclm")] if self.method == "wikineural" else [])
+        needs = [] if self.method == GOLD_ONLY else [replace(plain, method=GOLD_ONLY)]
+        return needs + [replace(plain, method=m) for m in registry.get(self.method).needs]
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -186,7 +206,7 @@ def _block(raw: dict, where: str) -> Block:
     if missing:
         raise GridError(f"{where}: needs {missing}")
     methods = _tuple(raw["methods"])
-    bad = [m for m in methods if m not in CHOICES["method"]]
+    bad = [m for m in methods if m not in registry.METHODS]
     if bad:
         raise GridError(f"{where}: unknown methods {bad}")
     sweep = raw.get("sweep") or {}
@@ -362,12 +382,15 @@ def makefile(cells: Sequence[Cell], title: str, python: str) -> str:
     if clashes:
         raise GridError("cells disagree on a run:\n" + "\n".join(clashes))
     lines = [f"# {title}", "# Written by scripts/grid.py; regenerate it rather than edit it.",
-             f"PYTHON ?= {python}", "", ".PHONY: all s1", "",
+             "# A run whose result is missing, or whose stages are not current for its config, depends",
+             "# on FORCE and runs (only its changed stages do work); the others are done.",
+             f"PYTHON ?= {python}", "", ".PHONY: all s1 FORCE", "FORCE:", "",
              "all: " + " ".join(_target(c) for c in cells), "",
-             "s1: " + " ".join(_target(c) for c in everything if c.method == "gold_only"), ""]
+             "s1: " + " ".join(_target(c) for c in everything if c.method == GOLD_ONLY), ""]
     for cell in everything:
         needs = " ".join(_target(p) for p in cell.prerequisites())
-        lines.append(f"{_target(cell)}:" + (f" | {needs}" if needs else ""))
+        force = "" if cell.is_done() else " FORCE"
+        lines.append(f"{_target(cell)}:{force}" + (f" | {needs}" if needs else ""))
         lines.append("\t$(PYTHON) " + " ".join(_make_word(w) for w in cell_command(cell)))
         lines.append("")
     return "\n".join(lines)

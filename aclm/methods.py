@@ -1,122 +1,90 @@
-"""Which stages make up each method; the one place that maps a method name to code.
+"""Every method's chain of stages, top to bottom, in one place.
 
-Every augmentation method ends the same way: its own generation stage writes
-``generations.jsonl`` (rows with ``status``; kept rows carry ``tokens``,
-``tags`` and ``sources``, the indices of the gold sentences they came from),
-the shared S6 filters it, and S7 trains and evaluates on gold + kept.
+    S0 data -> S1 gold tagger -> S1 scores              (Gold-only ends here)
+            -> the method's own stages -> S6 -> S7 tagger -> S7 scores
 
-A baseline is one function ``augment(cfg, gold: Gold) -> (rows, counts)``
-registered in ``AUGMENTERS``; this module runs it as a cached stage in
-``<run>/<method>/augment/``.
+The method's own stages are ACLM's S2-S5 (keywords, templates, generator,
+generation) or one ``augment`` stage running the method's function from the
+method table (:mod:`aclm.registry`).  Each stage gets the directories it
+reads as arguments; :func:`aclm.stages.stage` skips it when nothing it reads
+changed.
 """
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
-from typing import Callable
 
 from omegaconf import DictConfig
 
 from aclm import experiment as ex
-from aclm import pipeline
-from aclm.augmentation import Gold, kept_row
-from aclm.data import check_label_sets, read_conll
-from aclm.datasets import get_spec, load_split
-from aclm.io import read_json, write_jsonl
+from aclm import layout, pipeline, registry
+from aclm.augmentation import Gold
+from aclm.data import read_conll
+from aclm.datasets import get_spec
+from aclm.io import write_jsonl
+from aclm.layout import RunLayout
 from aclm.runtime import seed_everything, select_device
-from aclm.stages import run_stage
-
-ACLM_METHODS = ("aclm", "aclm_random", "aclm_only_entity")
+from aclm.stages import stage
 
 
-def lwtr(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
-    from baselines import lwtr as method
+def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = False) -> Path:
+    """A baseline's one generation stage: its ``augment(cfg, gold)`` from the method table."""
+    method = registry.get(cfg.method)
 
-    augmented, counts = method.augment(gold.train, cfg.lwtr.p, cfg.generation.rounds, cfg.seed)
-    return [kept_row(s, [s.meta["source_index"]], round=s.meta["round"]) for s in augmented], counts
-
-
-def daga(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
-    from baselines import daga as method
-
-    generated, counts = method.generate(gold.train, cfg.daga, cfg.generation.rounds, cfg.seed, gold.device)
-    return [kept_row(s, []) for s in generated], counts
-
-
-def mulda(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
-    from baselines import mulda as method
-
-    return method.augment(cfg, gold)
-
-
-def melm(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
-    from melm import augment as method
-
-    return method.augment(cfg, gold)
-
-
-def silver_count(cfg: DictConfig, gold: Gold) -> int:
-    """As many silver sentences as ACLM added in this setting, else R x gold (its attempts)."""
-    report = ex.run_root(cfg) / "aclm" / "s6_postprocess" / "report.json"
-    return read_json(report)["added"] if report.exists() else cfg.generation.rounds * len(gold.train)
-
-
-def wikineural(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
-    """WikiNEuRal's silver-data baseline: gold plus silver sentences of the same language."""
-    name = f"wikineural/{gold.language}"
-    silver = load_split(name, "train", cfg.data_dir)
-    check_label_sets({"gold": gold.train, "silver": silver}, reference="gold")
-    wanted = silver_count(cfg, gold)
-    if set(gold.types) != {t for s in silver for t in s.entity_types}:
-        raise ValueError(f"{name} has types {sorted({t for s in silver for t in s.entity_types})}, "
-                         f"{cfg.dataset} has {gold.types}: the silver baseline needs the same label set")
-    chosen = random.Random(cfg.seed).sample(range(len(silver)), min(wanted, len(silver)))
-    return [kept_row(silver[i], [], silver_index=i) for i in chosen], {"requested": wanted, "kept": len(chosen)}
-
-
-AUGMENTERS: dict[str, Callable[[DictConfig, Gold], tuple[list[dict], dict]]] = {
-    "lwtr": lwtr, "daga": daga, "mulda": mulda, "melm": melm, "wikineural": wikineural}
-METHOD_SECTIONS = {"lwtr": ("lwtr", "generation"), "daga": ("daga", "generation"),
-                   "mulda": ("generator", "generation"), "melm": ("melm",), "wikineural": ("generation",)}
-
-
-def augment_stage(cfg: DictConfig, force: bool = False) -> Path:
-    out = ex.method_dir(cfg) / "augment"
-    data = ex.data_stage(cfg)
-    inputs = [data]
-    if cfg.method == "wikineural":
-        aclm_report = ex.run_root(cfg) / "aclm" / "s6_postprocess"
-        inputs += [aclm_report] if aclm_report.exists() else []
-
-    def build(tmp: Path) -> dict:
-        seed_everything(cfg.seed)
-        gold = Gold(read_conll(data / "train.conll"), read_conll(data / "dev.conll"),
-                    ex.entity_types(cfg), get_spec(cfg.dataset).language,
-                    ex.sentence_languages(cfg, "train"), ex.sentence_languages(cfg, "dev"),
-                    select_device(cfg.device), tmp)
-        rows, counts = AUGMENTERS[cfg.method](cfg, gold)
-        write_jsonl(tmp / "generations.jsonl", rows)
+    @stage(layout.AUGMENT, reads=("method", "dataset", "seed", *method.reads), files=method.input_files())
+    def augment(c: DictConfig, out: Path, data: Path, *needed: Path) -> dict:
+        seed_everything(c.seed)
+        gold = Gold(read_conll(data / "train.conll"), read_conll(data / "dev.conll"), ex.entity_types(data),
+                    get_spec(c.dataset).language, ex.sentence_languages(data, "train"),
+                    ex.sentence_languages(data, "dev"), select_device(c.device), out,
+                    {d.parent.name: d for d in needed})
+        rows, counts = method.augmenter()(c, gold)
+        write_jsonl(out / layout.GENERATIONS, rows)
         return counts
 
-    section = {"method": cfg.method, "seed": cfg.seed, **{k: cfg[k] for k in METHOD_SECTIONS[cfg.method]}}
-    run_stage(f"augment_{cfg.method}", out, section, inputs, build, force=force)
-    return out
+    return augment(cfg, data, *needed, force=force)
 
 
-def generation_stage(cfg: DictConfig, force: bool = False) -> Path:
-    """Run (or reuse) the method's own generation stage; returns its directory."""
-    if cfg.method in ACLM_METHODS:
-        return pipeline.generate_stage(cfg, force=force)
-    if cfg.method in AUGMENTERS:
-        return augment_stage(cfg, force=force)
-    raise ValueError(f"method {cfg.method!r} generates nothing")
+def run_method(cfg: DictConfig, until: str | None = None, force: str | None = None) -> dict[str, Path]:
+    """The stages of ``cfg.method`` for one setting, in order, up to ``until`` (a stage name) if given;
+    the stage named ``force`` re-runs even if current.
+
+    Returns each stage's directory by name; the last one holds ``result.json``.
+    """
+    method = registry.get(cfg.method)
+    done: dict[str, Path] = {}
+
+    def step(name: str, run, *upstream: Path) -> bool:
+        done[name] = run(cfg, *upstream, force=name == force)
+        return name == until
+
+    if step(layout.DATA, ex.data_stage) or step(layout.S1, ex.s1_stage, done[layout.DATA]):
+        return done
+    data, s1 = done[layout.DATA], done[layout.S1]
+    if method.generation == "none":
+        step(layout.S1_EVAL, ex.s1_eval_stage, data, s1)
+        return done
+    if method.generation == "aclm":
+        if (step(layout.S2, pipeline.keywords_stage, data, s1)
+                or step(layout.S3, pipeline.templates_stage, done[layout.S2])
+                or step(layout.S4, pipeline.generator_stage, data, done[layout.S3])
+                or step(layout.S5, pipeline.generate_stage, data, done[layout.S3], done[layout.S4])):
+            return done
+        generations = done[layout.S5]
+    else:
+        here = RunLayout.of(cfg)
+        needed = [here.of_method(n).stage(layout.S6) for n in method.needs]
+        if step(layout.AUGMENT, augment_stage, data, *[d for d in needed if (d / layout.REPORT).exists()]):
+            return done
+        generations = done[layout.AUGMENT]
+    consistency = [s1] if cfg.postprocess.consistency_filter else []
+    if (step(layout.S6, pipeline.postprocess_stage, data, generations, *consistency)
+            or step(layout.S7, ex.s7_stage, data, done[layout.S6])):
+        return done
+    step(layout.S7_EVAL, ex.s7_eval_stage, *done.values())
+    return done
 
 
-def run_method(cfg: DictConfig) -> Path:
-    """All stages of ``cfg.method`` for one setting; returns the directory of its result.json."""
-    s1 = ex.s1_stage(cfg)
-    if cfg.method == "gold_only":
-        return s1
-    pipeline.postprocess_stage(cfg, generation_stage(cfg))
-    return ex.s7_stage(cfg)
+def result_dir(cfg: DictConfig) -> Path:
+    """Run every stage of the method; the directory of its ``result.json``."""
+    return list(run_method(cfg).values())[-1]

@@ -1,15 +1,17 @@
-"""The ACLM stages S2-S6 for one setting, each a cached file-to-file step.
+"""The ACLM stages S2-S5 and the shared S6, each a declared stage (aclm.stages.stage).
 
-    <run>/<method>/s2_keywords/     train.jsonl dev.jsonl  (keywords + attention scores)
-                   s3_templates/    train.jsonl dev.jsonl  (skeletons, a sample template each)
-                   s4_generator/    the fine-tuned mBART-50 (from_pretrained folder)
-                   s5_generate/     generations.jsonl      (template, output, parse status)
-                   s6_postprocess/  aug.conll gold+aug.conll report.json
-                   s7_ner/          result.json            (experiment.s7_stage)
+Each takes the directories of the stages it reads as arguments; the chain that
+calls them in order is :func:`aclm.methods.run_method`.
+
+    s2_keywords/     train.jsonl dev.jsonl  (keywords + attention scores)
+    s3_templates/    train.jsonl dev.jsonl  (skeletons, a sample template each)
+    s4_generator/    the fine-tuned mBART-50 (from_pretrained folder)
+    s5_generate/     generations.jsonl      (template, output, parse status)
+    s6_postprocess/  aug.conll gold+aug.conll report.json
 
 S6 is shared with the baselines: any stage that writes ``generations.jsonl``
 rows with ``status == "kept"``, ``tokens``, ``tags`` and ``sources`` (indices
-of the training sentences it came from) can feed it.
+of the training sentences they came from) can feed it.
 """
 
 from __future__ import annotations
@@ -20,61 +22,55 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from aclm import experiment as ex
+from aclm import generation as gen
+from aclm import layout
+from aclm.config import model_path
 from aclm.data import TaggedSentence, read_conll, write_conll
 from aclm.diversity import diversity
+from aclm.generator import finetune, language_code, load_generator
 from aclm.io import read_json, read_jsonl, write_json, write_jsonl
+from aclm.keywords import NEEDS_ATTENTION, extract_keywords
 from aclm.postprocess import filter_augmentations
 from aclm.runtime import seed_everything, select_device
-from aclm.stages import STAMP, run_stage
-from aclm.templates import Piece, dynamic_mask, linearize, render, skeleton
+from aclm.stages import STAMP, stage
+from aclm.templates import Piece, dynamic_mask, label_tokens, linearize, render, skeleton
 
 log = logging.getLogger("aclm.pipeline")
+SPLITS = ("train", "dev")
 
 
-def stage_dir(cfg: DictConfig, name: str) -> Path:
-    return ex.method_dir(cfg) / name
-
-
-def gold(cfg: DictConfig, split: str) -> list[TaggedSentence]:
-    return read_conll(ex.data_dir(cfg) / f"{split}.conll")
+def gold(data: Path, split: str) -> list[TaggedSentence]:
+    return read_conll(data / f"{split}.conll")
 
 
 # --- S2 ----------------------------------------------------------------------------------
 
-def keywords_stage(cfg: DictConfig, force: bool = False) -> Path:
-    from aclm.keywords import NEEDS_ATTENTION, extract_keywords
-
-    s1 = ex.s1_stage(cfg)
-
-    def build(tmp: Path) -> dict:
-        device = select_device(cfg.device)
-        model = tokenizer = None
-        if cfg.keywords.selection in NEEDS_ATTENTION:
-            tagger = ex.load_tagger(s1 / "best-model.pt")
-            model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
-        facts = {}
-        for split in ("train", "dev"):
-            sentences, langs = gold(cfg, split), ex.sentence_languages(cfg, split)
-            records: list[dict] = [{} for _ in sentences]
-            counts: Counter = Counter()
-            for lang in sorted(set(langs)):  # stop words are per language
-                index = [i for i, sentence_lang in enumerate(langs) if sentence_lang == lang]
-                _, found, found_counts = extract_keywords(model, tokenizer, [sentences[i] for i in index],
-                                                          cfg.keywords, lang, device, cfg.seed)
-                for i, record in zip(index, found):
-                    records[i] = record
-                counts.update(found_counts)
-            write_jsonl(tmp / f"{split}.jsonl", [{"tokens": s.tokens, "tags": s.tags, **r}
-                                                  for s, r in zip(sentences, records)])
-            facts[split] = dict(counts)
-        return facts
-
-    section = {"keywords": cfg.keywords, "seed": cfg.seed}
-    run_stage("s2_keywords", stage_dir(cfg, "s2_keywords"), section, [ex.data_dir(cfg), s1], build, force=force)
-    return stage_dir(cfg, "s2_keywords")
+@stage(layout.S2, reads=("keywords", "seed"))
+def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
+    device = select_device(c.device)
+    model = tokenizer = None
+    if c.keywords.selection in NEEDS_ATTENTION:
+        tagger = ex.load_tagger(s1 / layout.MODEL)
+        model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
+    facts = {}
+    for split in SPLITS:
+        sentences, langs = gold(data, split), ex.sentence_languages(data, split)
+        records: list[dict] = [{} for _ in sentences]
+        counts: Counter = Counter()
+        for lang in sorted(set(langs)):  # stop words are per language
+            index = [i for i, sentence_lang in enumerate(langs) if sentence_lang == lang]
+            _, found, found_counts = extract_keywords(model, tokenizer, [sentences[i] for i in index],
+                                                      c.keywords, lang, device, c.seed)
+            for i, record in zip(index, found):
+                records[i] = record
+            counts.update(found_counts)
+        write_jsonl(out / f"{split}.jsonl", [{"tokens": s.tokens, "tags": s.tags, **r}
+                                             for s, r in zip(sentences, records)])
+        facts[split] = dict(counts)
+    return facts
 
 
 # --- S3 ----------------------------------------------------------------------------------
@@ -90,32 +86,23 @@ def pieces_from_json(rows: list[list[str]]) -> list[Piece]:
 def mask_token_of(model_name: str) -> str:
     from transformers import AutoTokenizer
 
-    from aclm.config import model_path
-
     return AutoTokenizer.from_pretrained(model_path(model_name)).mask_token
 
 
-def templates_stage(cfg: DictConfig, force: bool = False) -> Path:
-    s2 = keywords_stage(cfg)
-
-    def build(tmp: Path) -> dict:
-        mask = mask_token_of(cfg.generator.model)
-        for split in ("train", "dev"):
-            rows = []
-            for i, r in enumerate(read_jsonl(s2 / f"{split}.jsonl")):
-                sentence = TaggedSentence(r["tokens"], r["tags"])
-                pieces = skeleton(sentence, r["keywords"])
-                rows.append({"tokens": r["tokens"], "tags": r["tags"], "keywords": r["keywords"],
-                             "pieces": pieces_to_json(pieces),
-                             "target": " ".join(linearize(r["tokens"], r["tags"])),
-                             "template": render(pieces, mask),
-                             "example": render(dynamic_mask(pieces, random.Random(f"{cfg.seed}:example:{i}")), mask)})
-            write_jsonl(tmp / f"{split}.jsonl", rows)
-        return {"mask_token": mask}
-
-    section = {"generator_model": cfg.generator.model, "seed": cfg.seed}
-    run_stage("s3_templates", stage_dir(cfg, "s3_templates"), section, [s2], build, force=force)
-    return stage_dir(cfg, "s3_templates")
+@stage(layout.S3, reads=("generator.model", "seed"))
+def templates_stage(c: DictConfig, out: Path, s2: Path) -> dict:
+    mask = mask_token_of(c.generator.model)
+    for split in SPLITS:
+        rows = []
+        for i, r in enumerate(read_jsonl(s2 / f"{split}.jsonl")):
+            pieces = skeleton(TaggedSentence(r["tokens"], r["tags"]), r["keywords"])
+            rows.append({"tokens": r["tokens"], "tags": r["tags"], "keywords": r["keywords"],
+                         "pieces": pieces_to_json(pieces),
+                         "target": " ".join(linearize(r["tokens"], r["tags"])),
+                         "template": render(pieces, mask),
+                         "example": render(dynamic_mask(pieces, random.Random(f"{c.seed}:example:{i}")), mask)})
+        write_jsonl(out / f"{split}.jsonl", rows)
+    return {"mask_token": mask}
 
 
 def load_templates(s3: Path, split: str) -> tuple[list[list[Piece]], list[str]]:
@@ -125,105 +112,79 @@ def load_templates(s3: Path, split: str) -> tuple[list[list[Piece]], list[str]]:
 
 # --- S4 ----------------------------------------------------------------------------------
 
-def generator_stage(cfg: DictConfig, force: bool = False) -> Path:
-    from aclm.config import model_path
-    from aclm.generator import finetune
-
-    s3 = templates_stage(cfg)
-
-    def build(tmp: Path) -> dict:
-        seed_everything(cfg.seed)
-        device = select_device(cfg.device)
-        gen_cfg = cfg.generator.copy()
-        gen_cfg.model = model_path(cfg.generator.model)
-        with tempfile.TemporaryDirectory(dir=tmp.parent) as checkpoints:
-            languages = {split: ex.sentence_languages(cfg, split) for split in ("train", "dev")}
-            return finetune(gen_cfg, load_templates(s3, "train"), load_templates(s3, "dev"), languages,
-                            ex.entity_types(cfg), tmp, Path(checkpoints), cfg.seed, device)
-
-    section = {"generator": cfg.generator, "seed": cfg.seed}
-    run_stage("s4_generator", stage_dir(cfg, "s4_generator"), section, [s3], build, force=force)
-    return stage_dir(cfg, "s4_generator")
+@stage(layout.S4, reads=("generator", "seed"))
+def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
+    seed_everything(c.seed)
+    device = select_device(c.device)
+    gen_cfg = OmegaConf.merge(c.generator, {"model": model_path(c.generator.model)})
+    with tempfile.TemporaryDirectory(dir=out.parent) as checkpoints:
+        languages = {split: ex.sentence_languages(data, split) for split in SPLITS}
+        return finetune(gen_cfg, load_templates(s3, "train"), load_templates(s3, "dev"), languages,
+                        ex.entity_types(data), out, Path(checkpoints), c.seed, device)
 
 
 # --- S5 ----------------------------------------------------------------------------------
 
-def generate_stage(cfg: DictConfig, force: bool = False) -> Path:
-    from aclm import generation as gen
-    from aclm.config import model_path
-    from aclm.generator import language_code, load_generator
-    from aclm.templates import label_tokens
-
-    s4 = generator_stage(cfg)
-    s3 = stage_dir(cfg, "s3_templates")
-
-    def build(tmp: Path) -> dict:
-        seed_everything(cfg.seed)
-        device = select_device(cfg.device)
-        rows = read_jsonl(s3 / "train.jsonl")
-        skeletons = [pieces_from_json(r["pieces"]) for r in rows]
-        g = cfg.generation
-        neighbours = [[] for _ in rows]
-        if g.mixner.mode != "off":
-            k = max(g.mixner.retrieval_k, g.mixner.code_mixed_rounds)
-            neighbours = gen.nearest_neighbours([" ".join(r["tokens"]) for r in rows], model_path(g.mixner.embedder),
-                                                k, g.mixner.batch_size, device)
-        partners = gen.plan_partners(len(rows), neighbours, g.mixner, g.rounds, cfg.seed)
-        langs = ex.sentence_languages(cfg, "train")
-        model, tokenizer = load_generator(str(s4), langs[0], device)
-        jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, cfg.seed)
-        types = ex.entity_types(cfg)
-        codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
-        outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
-                                  [codes[langs[job.source]] for job in jobs], cfg.seed, device)
-        screened, counts = gen.screen(jobs, outputs, types)
-        truncated = gen.truncated_jobs(tokenizer, jobs, gen.input_limit(model, tokenizer))
-        if truncated:
-            log.warning("%d of %d templates were longer than the generator accepts and were cut",
-                        len(truncated), len(jobs))
-        for row in screened:
-            row["sources"] = [row["source"]] + ([row["partner"]] if row["partner"] is not None else [])
-        write_jsonl(tmp / "generations.jsonl", screened)
-        counts["mixed"] = sum(j.partner is not None for j in jobs)
-        counts["truncated_inputs"] = len(truncated)
-        return counts
-
-    section = {"generation": cfg.generation, "seed": cfg.seed}
-    run_stage("s5_generate", stage_dir(cfg, "s5_generate"), section, [s3, s4], build, force=force)
-    return stage_dir(cfg, "s5_generate")
+@stage(layout.S5, reads=("generation", "seed"))
+def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> dict:
+    seed_everything(c.seed)
+    device = select_device(c.device)
+    rows = read_jsonl(s3 / "train.jsonl")
+    skeletons = [pieces_from_json(r["pieces"]) for r in rows]
+    g = c.generation
+    neighbours = [[] for _ in rows]
+    if g.mixner.mode != "off":
+        k = max(g.mixner.retrieval_k, g.mixner.code_mixed_rounds)
+        neighbours = gen.nearest_neighbours([" ".join(r["tokens"]) for r in rows], model_path(g.mixner.embedder),
+                                            k, g.mixner.batch_size, device)
+    partners = gen.plan_partners(len(rows), neighbours, g.mixner, g.rounds, c.seed)
+    langs = ex.sentence_languages(data, "train")
+    model, tokenizer = load_generator(str(s4), langs[0], device)
+    jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, c.seed)
+    types = ex.entity_types(data)
+    codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
+    outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
+                              [codes[langs[job.source]] for job in jobs], c.seed, device)
+    screened, counts = gen.screen(jobs, outputs, types)
+    truncated = gen.truncated_jobs(tokenizer, jobs, gen.input_limit(model, tokenizer))
+    if truncated:
+        log.warning("%d of %d templates were longer than the generator accepts and were cut",
+                    len(truncated), len(jobs))
+    for row in screened:
+        row["sources"] = [row["source"]] + ([row["partner"]] if row["partner"] is not None else [])
+    write_jsonl(out / layout.GENERATIONS, screened)
+    counts["mixed"] = sum(j.partner is not None for j in jobs)
+    counts["truncated_inputs"] = len(truncated)
+    return counts
 
 
 # --- S6 (shared) -------------------------------------------------------------------------
 
-def postprocess_stage(cfg: DictConfig, generations: Path, force: bool = False) -> Path:
-    """Filter a generation stage's kept rows; write aug.conll, gold+aug.conll and report.json."""
-    s1 = ex.s1_dir(cfg)
-    inputs = [ex.data_dir(cfg), generations] + ([s1] if cfg.postprocess.consistency_filter else [])
+@stage(layout.S6, reads=("method", "postprocess", "ner.eval_batch_size"))
+def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *s1: Path) -> dict:
+    """Filter a generation stage's kept rows; write aug.conll, gold+aug.conll and report.json.
 
-    def build(tmp: Path) -> dict:
-        train = gold(cfg, "train")
-        rows = [r for r in read_jsonl(generations / "generations.jsonl") if r["status"] == "kept"]
-        candidates = [(TaggedSentence(r["tokens"], r["tags"]), [train[i] for i in r.get("sources", [])])
-                      for r in rows]
-        predict = None
-        if cfg.postprocess.consistency_filter:
-            select_device(cfg.device)
-            tagger = ex.load_tagger(s1 / "best-model.pt")
-            predict = lambda sents: ex.predict_tags(tagger, sents, cfg.ner.eval_batch_size)  # noqa: E731
-        kept, counts = filter_augmentations(candidates, cfg.postprocess, predict)
-        augmentations = [aug for aug, _ in kept]
-        write_conll(tmp / "aug.conll", augmentations)
-        write_conll(tmp / "gold+aug.conll", train + augmentations)
-        with_source = [(sources[0], aug) for aug, sources in kept if sources]
-        generated = read_json(generations / STAMP)["facts"]
-        attempts = generated.get("generated", counts["candidates"])
-        report = {"method": cfg.method, "generation": generated, "postprocess": counts, "gold": len(train),
-                  "added": len(augmentations),
-                  "dropped_share": round(1 - len(augmentations) / attempts, 4) if attempts else None,
-                  "diversity": diversity(with_source) if with_source else None}
-        write_json(tmp / "report.json", report)
-        return {"added": len(augmentations), **counts}
-
-    out = ex.augmented_dir(cfg)
-    run_stage("s6_postprocess", out, {"postprocess": cfg.postprocess}, inputs, build, force=force)
-    return out
+    ``s1`` (the gold tagger) is passed when the consistency filter is on.
+    """
+    train = gold(data, "train")
+    rows = [r for r in read_jsonl(generations / layout.GENERATIONS) if r["status"] == "kept"]
+    candidates = [(TaggedSentence(r["tokens"], r["tags"]), [train[i] for i in r.get("sources", [])])
+                  for r in rows]
+    predict = None
+    if c.postprocess.consistency_filter:
+        select_device(c.device)
+        tagger = ex.load_tagger(s1[0] / layout.MODEL)
+        predict = lambda sents: ex.predict_tags(tagger, sents, c.ner.eval_batch_size)  # noqa: E731
+    kept, counts = filter_augmentations(candidates, c.postprocess, predict)
+    augmentations = [aug for aug, _ in kept]
+    write_conll(out / layout.AUG, augmentations)
+    write_conll(out / layout.GOLD_AUG, train + augmentations)
+    with_source = [(sources[0], aug) for aug, sources in kept if sources]
+    generated = read_json(generations / STAMP)["facts"]
+    attempts = generated.get("generated", counts["candidates"])
+    report = {"method": c.method, "generation": generated, "postprocess": counts, "gold": len(train),
+              "added": len(augmentations),
+              "dropped_share": round(1 - len(augmentations) / attempts, 4) if attempts else None,
+              "diversity": diversity(with_source) if with_source else None}
+    write_json(out / layout.REPORT, report)
+    return {"added": len(augmentations), **counts}

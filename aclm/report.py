@@ -30,6 +30,7 @@ from scipy import stats
 from aclm.grid import Cell, Grid
 from aclm.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.paths import PROJECT_ROOT
+from aclm.stages import STAMP
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
 DASH = "—"
@@ -41,8 +42,15 @@ PerplexityFn = Callable[[Cell, dict], Optional[float]]
 # --- collecting runs -----------------------------------------------------------------------
 
 def run_status(cell: Cell) -> tuple[str, Optional[dict], Optional[str]]:
-    """(status, result, error) of one run, blaming a failed prerequisite when it has none itself."""
+    """(status, result, error) of one run, blaming a failed prerequisite when it has none itself.
+
+    A result whose stages are not current for the cell's config (it was made
+    with other settings, or its inputs changed) is missing, not ok; a
+    result.json without a stage stamp (written by hand) is taken as it is.
+    """
     if cell.result_path.exists():
+        if (cell.result_path.parent / STAMP).exists() and not cell.is_done():
+            return MISSING, None, f"{cell.result_path} is stale: its config or inputs changed; re-run the grid"
         return OK, read_json(cell.result_path), None
     if cell.failed_path.exists():
         return FAILED, None, read_json(cell.failed_path).get("error", "failed")

@@ -2,24 +2,73 @@
 
 A stage owns one output directory.  It is built in a scratch directory and
 renamed into place together with ``_stage.json``, whose fingerprint covers the
-stage's config sections and its inputs.  An input that is itself a stage
-directory is represented by its ``_stage.json``, so re-running one stage
-re-runs everything after it, and nothing before it.
+stage's config and its inputs.
+
+* **Config, by construction.**  A stage declares the config keys it reads
+  (``reads``); its code receives a view of the config holding those keys
+  only (reading any other key raises), and the fingerprint hashes exactly
+  that view.  Where files live (``data_dir``, ``run_dir``) and the device are
+  in every view and in no fingerprint: inputs are hashed by content instead.
+* **Inputs, by content.**  A file or folder is hashed by its bytes; an input
+  that is itself a stage directory by its ``_stage.json``, so re-running one
+  stage re-runs everything after it, and nothing before it.
+
+``planning()`` turns running into checking: inside it, the first stage that
+is not current raises :class:`Stale` instead of building, which is how a grid
+tells a finished run from one whose config or inputs changed.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
+
+from omegaconf import DictConfig, OmegaConf
 
 from aclm.config import config_hash, to_dict
 from aclm.io import atomic_dir, read_json, sha256_path, write_json
+from aclm.layout import RunLayout
 
 STAMP = "_stage.json"
+#: In every stage's view of the config, never in its fingerprint: where things are, not what they are.
+ENVIRONMENT = ("data_dir", "run_dir", "device")
 log = logging.getLogger("aclm.stages")
+_planning: ContextVar[bool] = ContextVar("planning", default=False)
+
+
+class Stale(Exception):
+    """Raised in ``planning()`` by the first stage whose outputs are not current."""
+
+
+@contextmanager
+def planning() -> Iterator[None]:
+    token = _planning.set(True)
+    try:
+        yield
+    finally:
+        _planning.reset(token)
+
+
+def view(cfg: DictConfig, keys: Sequence[str]) -> DictConfig:
+    """A read-only config holding only ``keys`` (dotted paths) and ``ENVIRONMENT``."""
+    out = OmegaConf.create({})
+    for key in (*keys, *ENVIRONMENT):
+        value = to_dict(OmegaConf.select(cfg, key, throw_on_missing=True))   # interpolations resolved
+        OmegaConf.update(out, key, value, force_add=True)
+    OmegaConf.set_struct(out, True)
+    OmegaConf.set_readonly(out, True)
+    return out
+
+
+def hashed(config: DictConfig) -> dict:
+    """What a stage's fingerprint covers: its view without ``ENVIRONMENT``."""
+    return {k: v for k, v in to_dict(config).items() if k not in ENVIRONMENT}
 
 
 def input_digest(path: Path) -> str:
@@ -59,9 +108,14 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
     """
     out_dir = Path(out_dir)
     inputs = [Path(p) for p in inputs]
+    missing = [str(p) for p in inputs if not p.exists()]
+    if missing:
+        raise (Stale if _planning.get() else FileNotFoundError)(f"{name}: stage inputs missing: {missing}")
     if not force and is_current(out_dir, config, inputs):
         log.info("%s: up to date (%s)", name, out_dir)
         return False
+    if _planning.get():
+        raise Stale(f"{name} is not current: {out_dir}")
     log.info("%s: running -> %s", name, out_dir)
     start = time.perf_counter()
     with atomic_dir(out_dir) as scratch:
@@ -78,3 +132,26 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
         })
     log.info("%s: done in %.1f s", name, time.perf_counter() - start)
     return True
+
+
+def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], list[Path]] | None = None):
+    """Declare a stage: ``@stage("s2_keywords", reads=("keywords", "seed"))`` over ``build(c, out, *upstream)``.
+
+    The decorated function is called as ``fn(cfg, *upstream_dirs, force=False)``
+    and returns its output directory.  ``build`` gets the view ``c`` of the
+    keys it ``reads``, the scratch directory and the upstream directories;
+    ``files(c)`` names raw input files (data, test sets) hashed with them.
+    """
+    def wrap(build: Callable[..., dict | None]) -> Callable[..., Path]:
+        @functools.wraps(build)
+        def run(cfg: DictConfig, *upstream: Path, force: bool = False) -> Path:
+            c = view(cfg, reads)
+            out = RunLayout.of(cfg).stage(name)
+            inputs = [*upstream, *(files(c) if files else [])]
+            run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, *upstream), force=force)
+            return out
+
+        run.stage_name, run.reads = name, tuple(reads)
+        return run
+
+    return wrap

@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Literal, Sequence
 
 from aclm.data import TaggedSentence, normalise_tags
+from aclm.screening import MalformedGeneration
 
 Role = Literal["entity", "keyword", "mask"]
 
 #: Tokens that may survive decoding and are removed before parsing.
 SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
-MALFORMED_REASONS = ("unknown_tag", "unpaired_tag", "glued_tag", "empty", "unfilled_mask")
 
 _LABEL_RE = re.compile(r"<([bi])-([^<>\s]+)>", re.IGNORECASE)
 # mBART-50 language codes (en_XX, zh_CN, ...): all are two lower-case letters, '_', two upper-case.
@@ -36,14 +36,6 @@ class Piece:
     text: str
     tag: str
     role: Role
-
-
-class MalformedGeneration(ValueError):
-    """A generation whose label tokens cannot be read back; ``reason`` is one of MALFORMED_REASONS."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
 
 
 # --------------------------------------------------------------------------- label tokens
@@ -82,8 +74,9 @@ def join(a: Sequence[Piece], b: Sequence[Piece]) -> list[Piece]:
     return [*a, *b]
 
 
-def draw_epsilon(num_keywords: int, rng: random.Random) -> float:
-    """ε ~ N(0.5, σ = 1/K), redrawn until it lies in [0, 1]."""
+def keyword_mask_share(num_keywords: int, rng: random.Random) -> float:
+    """ACLM's dynamic masking: the share ε of a template's K keywords to mask, ε ~ N(0.5, σ = 1/K),
+    redrawn until it lies in [0, 1]."""
     while True:
         eps = rng.gauss(0.5, 1.0 / num_keywords)
         if 0.0 <= eps <= 1.0:
@@ -95,7 +88,7 @@ def dynamic_mask(pieces: Sequence[Piece], rng: random.Random) -> list[Piece]:
     positions = [i for i, piece in enumerate(pieces) if piece.role == "keyword"]
     if not positions:
         return list(pieces)
-    chosen = set(rng.sample(positions, round(len(positions) * draw_epsilon(len(positions), rng))))
+    chosen = set(rng.sample(positions, round(len(positions) * keyword_mask_share(len(positions), rng))))
     return [replace(piece, role="mask") if i in chosen else piece for i, piece in enumerate(pieces)]
 
 
@@ -141,7 +134,7 @@ def _strip_special(text: str) -> str:
 
 
 def parse_generation(text: str, known_types: Iterable[str], mask_token: str = "<mask>") -> TaggedSentence:
-    """Words and BIO tags of a generation, or :class:`MalformedGeneration`.
+    """Words and BIO tags of a generation, or :class:`aclm.screening.MalformedGeneration`.
 
     The text is split on whitespace.  Words between a pair of identical label
     tokens take that tag (should the pair hold several words, the later ones

@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
+from aclm.augmentation import kept_row
 from aclm.config import DAGAConfig
 from aclm.data import TaggedSentence
 from baselines.linearize import linearize, screen, tag_vocabulary
@@ -172,9 +173,10 @@ def generate(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int, 
              device: Device = "cpu") -> tuple[list[TaggedSentence], dict[str, int]]:
     """Train the LM and draw ``rounds`` x ``len(sentences)`` samples; keep the new, well-formed ones.
 
-    Dropped and counted: samples cut off at ``max_length`` before ``<eos>``,
-    malformed ones (``invalid_<reason>`` says why), copies of a training
-    sentence and repeats of an earlier sample (same words and same tags).
+    Dropped and counted (:func:`baselines.linearize.screen`): samples cut off
+    at ``max_length`` before ``<eos>`` (``malformed_truncated``), malformed
+    ones (``malformed_<reason>``), copies of a training sentence (``copy``)
+    and repeats of an earlier sample, same words and tags (``duplicate``).
     """
     model, vocab = train_lm(sentences, cfg, seed, device)
     samples = _sample(model, vocab, rounds * len(sentences), cfg.max_length, seed, device, batch_size=512)
@@ -182,3 +184,9 @@ def generate(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int, 
     for index, new in kept:
         new.meta = {"method": "daga", "sample_index": index}
     return [new for _, new in kept], counts
+
+
+def augment_gold(c, gold) -> tuple[list[dict], dict]:
+    """The method table's entry point: R x gold samples, rows for generations.jsonl."""
+    generated, counts = generate(gold.train, c.daga, c.generation.rounds, c.seed, gold.device)
+    return [kept_row(s, []) for s in generated], counts

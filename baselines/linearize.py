@@ -11,30 +11,24 @@ type, upper-case prefix).  The round trip ``parse(linearize(s)) == s`` holds
 for every sentence with normalised tags whose tokens do not themselves have
 that shape (lower-cased text never does) and with empty ``meta``, which
 the linearization does not carry.
+
+A sequence that cannot be read back raises
+:class:`aclm.screening.MalformedGeneration` with one of the shared reasons
+(``empty``, ``tag_without_word``, ``unknown_tag``; ``truncated`` for a sample
+cut off before its end), and samples are screened by the shared
+:func:`aclm.screening.screen`.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Iterable, Sequence
 
+from aclm import screening
 from aclm.data import TaggedSentence, normalise_tags
+from aclm.screening import MalformedGeneration
 
 _TAG_SHAPE = re.compile(r"^[BI]-\S+$")
-
-EMPTY = "empty"
-TAG_WITHOUT_WORD = "tag_without_word"
-UNKNOWN_TAG = "unknown_tag"
-REASONS = (EMPTY, TAG_WITHOUT_WORD, UNKNOWN_TAG)
-
-
-class InvalidSequence(ValueError):
-    """A generated sequence that is not a linearized sentence; ``reason`` is one of ``REASONS``."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
 
 
 def tag_vocabulary(sentences: Iterable[TaggedSentence]) -> set[str]:
@@ -56,28 +50,29 @@ def linearize(sentence: TaggedSentence) -> list[str]:
 def parse(words: Sequence[str], known_tags: set[str]) -> TaggedSentence:
     """Read a linearized sequence back; an entity opened by ``I-`` becomes ``B-``.
 
-    Raises :class:`InvalidSequence` for an empty sequence, a tag not followed
-    by a word (at the end or before another tag) and a tag-shaped word that is
-    not in ``known_tags``.
+    Raises :class:`MalformedGeneration` for an empty sequence (``empty``), a
+    tag not followed by a word, at the end or before another tag
+    (``tag_without_word``), and a tag-shaped word that is not in
+    ``known_tags`` (``unknown_tag``).
     """
     if not words:
-        raise InvalidSequence(EMPTY)
+        raise MalformedGeneration("empty")
     tokens: list[str] = []
     out_tags: list[str] = []
     pending: str | None = None
     for i, word in enumerate(words):
         if _TAG_SHAPE.match(word):
             if word not in known_tags:
-                raise InvalidSequence(UNKNOWN_TAG, f"{word!r} at {i}")
+                raise MalformedGeneration("unknown_tag", f"{word!r} at {i}")
             if pending is not None:
-                raise InvalidSequence(TAG_WITHOUT_WORD, f"{pending!r} followed by {word!r} at {i}")
+                raise MalformedGeneration("tag_without_word", f"{pending!r} followed by {word!r} at {i}")
             pending = word
             continue
         tokens.append(word)
         out_tags.append(pending or "O")
         pending = None
     if pending is not None:
-        raise InvalidSequence(TAG_WITHOUT_WORD, f"{pending!r} ends the sequence")
+        raise MalformedGeneration("tag_without_word", f"{pending!r} ends the sequence")
     return TaggedSentence(tokens, normalise_tags(out_tags))
 
 
@@ -89,37 +84,26 @@ def _key(sentence: TaggedSentence) -> Key:
     return tuple(sentence.tokens), tuple(sentence.tags)
 
 
+def parse_sample(sample: Sample, known_tags: set[str]) -> TaggedSentence:
+    """:func:`parse` of a finished sample; one cut off before its end is malformed (``truncated``)."""
+    words, finished = sample
+    if not finished:
+        raise MalformedGeneration("truncated", f"{len(words)} words")
+    return parse(words, known_tags)
+
+
 def screen(samples: Sequence[Sample], known_tags: set[str],
            training: Sequence[TaggedSentence]) -> tuple[list[tuple[int, TaggedSentence]], dict[str, int]]:
     """Keep the finished, well-formed, new samples (with their index), counting every drop.
 
-    Shared by the generate-from-scratch methods (DAGA, MulDA): a sample is
-    dropped when it was cut off before its end, does not parse, copies a
-    training sentence or repeats an earlier sample (same words and tags).
+    Shared by the generate-from-scratch methods (DAGA, MulDA), through the
+    shared :func:`aclm.screening.screen`: a sample is dropped when it was cut
+    off before its end (``malformed_truncated``), does not parse
+    (``malformed_<reason>``), copies a training sentence (``copy``) or repeats
+    an earlier sample, same words and tags (``duplicate``).
     """
-    counts = Counter({"generated": len(samples), "dropped_truncated": 0, "dropped_invalid": 0,
-                      **{f"invalid_{r}": 0 for r in REASONS},
-                      "dropped_training_duplicate": 0, "dropped_duplicate": 0})
     copies = {_key(s) for s in training}
-    seen: set[Key] = set()
-    kept: list[tuple[int, TaggedSentence]] = []
-    for index, (words, finished) in enumerate(samples):
-        if not finished:
-            counts["dropped_truncated"] += 1
-            continue
-        try:
-            new = parse(words, known_tags)
-        except InvalidSequence as err:
-            counts["dropped_invalid"] += 1
-            counts[f"invalid_{err.reason}"] += 1
-            continue
-        key = _key(new)
-        if key in copies:
-            counts["dropped_training_duplicate"] += 1
-        elif key in seen:
-            counts["dropped_duplicate"] += 1
-        else:
-            seen.add(key)
-            kept.append((index, new))
-    counts["kept"] = len(kept)
-    return kept, dict(counts)
+    screened, counts = screening.screen([None] * len(samples), samples,
+                                        parse=lambda sample: parse_sample(sample, known_tags),
+                                        is_copy=lambda _, sentence: _key(sentence) in copies)
+    return [(i, v.sentence) for i, v in enumerate(screened) if v.status == screening.KEPT], counts

@@ -16,7 +16,9 @@ import random
 from collections import Counter
 from typing import Sequence
 
+from aclm.augmentation import kept_row
 from aclm.data import TaggedSentence
+from aclm.screening import KEPT, screen
 
 Distribution = dict[str, tuple[list[str], list[float]]]
 
@@ -63,27 +65,26 @@ def augment(sentences: Sequence[TaggedSentence], p: float, rounds: int,
 
     Rounds are the outer loop and one generator drives every draw, so the
     augmentations of R rounds start with exactly those of fewer rounds (an
-    R sweep is nested).  An augmentation identical to its source, or to an
-    earlier augmentation of the same source, is dropped and counted.  Each
-    kept one records its source's index and its round in ``meta``.
+    R sweep is nested).  The shared :func:`aclm.screening.screen` drops and
+    counts an augmentation identical to its source (``copy``) or to an earlier
+    augmentation of the same source (``duplicate``).  Each kept one records
+    its source's index and its round in ``meta``.
     """
     dist = token_distribution(sentences)
     rng = random.Random(seed)
-    seen: list[set[tuple[str, ...]]] = [set() for _ in sentences]
-    counts = {"generated": 0, "dropped_identical": 0, "dropped_duplicate": 0, "kept": 0}
+    drawn = [(round_, index, replace(source, dist, p, rng))
+             for round_ in range(rounds) for index, source in enumerate(sentences)]
+    screened, counts = screen([index for _, index, _ in drawn], [new for *_, new in drawn],
+                              is_copy=lambda i, new: new.tokens == sentences[drawn[i][1]].tokens)
     kept: list[TaggedSentence] = []
-    for round_ in range(rounds):
-        for index, source in enumerate(sentences):
-            new = replace(source, dist, p, rng)
-            key = tuple(new.tokens)
-            counts["generated"] += 1
-            if new.tokens == source.tokens:
-                counts["dropped_identical"] += 1
-            elif key in seen[index]:
-                counts["dropped_duplicate"] += 1
-            else:
-                seen[index].add(key)
-                new.meta = {"method": "lwtr", "source_index": index, "round": round_}
-                kept.append(new)
-    counts["kept"] = len(kept)
+    for (round_, index, new), verdict in zip(drawn, screened):
+        if verdict.status == KEPT:
+            new.meta = {"method": "lwtr", "source_index": index, "round": round_}
+            kept.append(new)
     return kept, counts
+
+
+def augment_gold(c, gold) -> tuple[list[dict], dict]:
+    """The method table's entry point: R rounds over the gold sentences, rows for generations.jsonl."""
+    augmented, counts = augment(gold.train, c.lwtr.p, c.generation.rounds, c.seed)
+    return [kept_row(s, [s.meta["source_index"]], round=s.meta["round"]) for s in augmented], counts

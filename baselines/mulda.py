@@ -28,6 +28,7 @@ from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
 from aclm.generator import language_code, load_generator, training_arguments
+from aclm.tokens import add_tokens
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
 log = logging.getLogger("baselines.mulda")
@@ -43,10 +44,7 @@ def setup(path: str, language: str, tags: Sequence[str], device: torch.device | 
     would leave a stray ``▁`` piece before every tag.
     """
     model, tokenizer = load_generator(path, language, device)
-    new = [t for t in tags if t not in tokenizer.get_vocab()]
-    if new:
-        tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
-        model.resize_token_embeddings(len(tokenizer))
+    add_tokens(model, tokenizer, tags)
     return model, tokenizer
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generator import add_label_tokens
 from aclm.templates import linearize
+from aclm.tokens import add_tokens
 
 #: The longest input any XLM-R checkpoint takes; a tokenizer may declare less.
 MAX_TOKENS = 512
@@ -97,16 +97,7 @@ def encode(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase,
 def add_markers(model, tokenizer: PreTrainedTokenizerBase, languages: Sequence[str]) -> list[str]:
     """Add a marker token per language, its embedding started at the mean embedding of the language code."""
     tokens = [marker_token(language) for language in sorted(set(languages))]
-    new = [t for t in tokens if t not in tokenizer.get_vocab()]
-    if not new:
-        return tokens
-    tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
-    model.resize_token_embeddings(len(tokenizer))
-    embeddings = model.get_input_embeddings().weight
-    with torch.no_grad():
-        for token in new:
-            ids = tokenizer(token[1:-1], add_special_tokens=False)["input_ids"]
-            embeddings[tokenizer.convert_tokens_to_ids(token)] = embeddings[ids].mean(dim=0)
+    add_tokens(model, tokenizer, tokens, {t: t[1:-1] for t in tokens})
     return tokens
 
 

@@ -1,7 +1,7 @@
 """Generate with the fine-tuned masked LM: re-mask entity tokens, fill them from the top-k.
 
 For every seed sentence and round, each entity of n sub-word tokens gets a
-share ε ~ N(0.5, σ = 1/n) of its tokens masked (see :func:`draw_epsilon`);
+share ε ~ N(0.5, σ = 1/n) of its tokens masked (see :func:`entity_mask_share`);
 one forward pass per batch predicts every masked token at once, and each is
 replaced by a token drawn uniformly from the ``top_k`` predictions, special
 and label tokens excluded.  The unit is the whole entity, as the paper and
@@ -19,7 +19,6 @@ word (an empty one, one that spells a label token).
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -28,12 +27,12 @@ from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
+from aclm import screening
 from aclm.augmentation import kept_row
 from aclm.data import TaggedSentence
-from aclm.templates import MALFORMED_REASONS, MalformedGeneration, linearize, parse_generation
+from aclm.screening import MalformedGeneration
+from aclm.templates import linearize, parse_generation
 from melm.encoding import Encoded, Seed
-
-TAGS_CHANGED = "tags_changed"
 
 
 @dataclass
@@ -45,8 +44,9 @@ class Job:
     masked: list[int]
 
 
-def draw_epsilon(n: int, rng: random.Random) -> float:
-    """ε ~ N(0.5, σ = 1/n) for an entity of ``n`` tokens, redrawn until 0 ≤ ε ≤ 1 and round(ε·n) ≥ 1.
+def entity_mask_share(n: int, rng: random.Random) -> float:
+    """MELM's generation masks: the share ε of an entity's ``n`` sub-tokens to mask, ε ~ N(0.5, σ = 1/n),
+    redrawn until 0 ≤ ε ≤ 1 and round(ε·n) ≥ 1.
 
     σ = 1/n is the released code's N(n/2, 1) on the token count, as a share;
     like that code (which redraws the count until it lies in [1, n]), every
@@ -66,7 +66,7 @@ def mask_positions(entity: Sequence[int], rng: random.Random) -> list[int]:
             groups.setdefault(k, []).append(position)
     chosen: list[int] = []
     for positions in groups.values():
-        chosen += rng.sample(positions, round(draw_epsilon(len(positions), rng) * len(positions)))
+        chosen += rng.sample(positions, round(entity_mask_share(len(positions), rng) * len(positions)))
     return sorted(chosen)
 
 
@@ -133,7 +133,7 @@ def read_back(seed: Seed, enc: Encoded, ids: Sequence[int], masked: Sequence[int
     words = rebuild_words(seed.sentence, enc, ids, masked, tokenizer)
     parsed = parse_generation(" ".join(linearize(words, seed.sentence.tags)), types, tokenizer.mask_token)
     if parsed.tags != seed.sentence.tags:
-        raise MalformedGeneration(TAGS_CHANGED, f"{parsed.tags} != {seed.sentence.tags}")
+        raise MalformedGeneration("tags_changed", f"{parsed.tags} != {seed.sentence.tags}")
     return parsed
 
 
@@ -150,23 +150,15 @@ def read_all(seeds: Sequence[Seed], encoded: Sequence[Encoded], jobs: Sequence[J
 
 
 def screen(seeds: Sequence[Seed], gold: Sequence[TaggedSentence], jobs: Sequence[Job],
-           generated: Sequence[TaggedSentence | MalformedGeneration]) -> tuple[list[dict], Counter]:
-    """Kept rows, dropping (and counting) malformed generations, copies of the seed or gold source, repeats."""
-    counts = Counter({"generated": len(jobs), "identical": 0, "duplicate": 0, "kept": 0,
-                      **{f"malformed_{r}": 0 for r in (*MALFORMED_REASONS, TAGS_CHANGED)}})
-    rows, seen = [], set()
-    for job, result in zip(jobs, generated):
-        seed = seeds[job.seed_index]
-        if isinstance(result, MalformedGeneration):
-            counts[f"malformed_{result.reason}"] += 1
-            continue
-        key = (seed.source, tuple(result.tokens), tuple(result.tags))
-        if result.tokens in (seed.sentence.tokens, gold[seed.source].tokens):
-            counts["identical"] += 1
-        elif key in seen:
-            counts["duplicate"] += 1
-        else:
-            seen.add(key)
-            counts["kept"] += 1
-            rows.append(kept_row(result, [seed.source], round=job.round, code_mixed=seed.code_mixed))
+           generated: Sequence[TaggedSentence | MalformedGeneration]) -> tuple[list[dict], dict[str, int]]:
+    """Kept rows, dropping and counting (the shared :func:`aclm.screening.screen`) malformed generations,
+    copies of the seed or of its gold source (``copy``) and repeats of the same gold source (``duplicate``)."""
+    job_seeds = [seeds[job.seed_index] for job in jobs]
+
+    def is_copy(i: int, result: TaggedSentence) -> bool:
+        return result.tokens in (job_seeds[i].sentence.tokens, gold[job_seeds[i].source].tokens)
+
+    screened, counts = screening.screen([seed.source for seed in job_seeds], generated, is_copy=is_copy)
+    rows = [kept_row(verdict.sentence, [seed.source], round=job.round, code_mixed=seed.code_mixed)
+            for job, seed, verdict in zip(jobs, job_seeds, screened) if verdict.status == screening.KEPT]
     return rows, counts

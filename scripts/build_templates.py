@@ -10,15 +10,8 @@ and one dynamically masked example. Dynamic masking itself is redrawn in S4
 
 from __future__ import annotations
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.pipeline import templates_stage
-
-
-def main() -> None:
-    args, cfg = parse(stage_parser(__doc__))
-    out = templates_stage(cfg, force=args.force)
-    print(f"templates: {out}")
-
+from aclm import layout
+from aclm.cli import stage_script
 
 if __name__ == "__main__":
-    main_guard(main)
+    stage_script(__doc__, layout.S3, "templates")

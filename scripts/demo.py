@@ -17,19 +17,22 @@ import json
 import logging
 
 from aclm import experiment as ex
+from aclm import layout
 from aclm.cli import main_guard, parse, stage_parser
 from aclm.config import load_config
 from aclm.data import bio_spans
 from aclm.io import read_json, read_jsonl
-from aclm.methods import run_method
+from aclm.layout import RunLayout
+from aclm.methods import result_dir
 
 EXAMPLES = 4
 KEYWORD_EXAMPLES = 5
 
 
 def show_examples(cfg) -> None:
-    generations = read_jsonl(ex.method_dir(cfg) / "s5_generate" / "generations.jsonl")
-    templates = read_jsonl(ex.method_dir(cfg) / "s3_templates" / "train.jsonl")
+    run = RunLayout.of(cfg)
+    generations = read_jsonl(run.stage(layout.S5) / layout.GENERATIONS)
+    templates = read_jsonl(run.stage(layout.S3) / "train.jsonl")
     def rank(g: dict) -> int:  # kept with an entity, kept without one (dropped in S6), malformed
         return 0 if g["status"] == "kept" and set(g["tags"]) != {"O"} else 1 if g["status"] == "kept" else 2
 
@@ -55,8 +58,9 @@ def bracketed(tokens: list[str], tags: list[str]) -> str:
 
 def show_keywords(cfg) -> None:
     """Sentences with the keywords the fine-tuned tagger's attention chose, and the candidates they beat."""
-    rows = [r for r in read_jsonl(ex.method_dir(cfg) / "s2_keywords" / "train.jsonl") if r["keywords"]]
-    templates = read_jsonl(ex.method_dir(cfg) / "s3_templates" / "train.jsonl")
+    run = RunLayout.of(cfg)
+    rows = [r for r in read_jsonl(run.stage(layout.S2) / "train.jsonl") if r["keywords"]]
+    templates = read_jsonl(run.stage(layout.S3) / "train.jsonl")
     by_tokens = {tuple(t["tokens"]): t["template"] for t in templates}
     print("\nS2: the words each sentence's entities attend to most (summed attention from the entities,\n"
           f"last 4 layers of the fine-tuned tagger); ACLM keeps these in its templates and masks the rest (p = "
@@ -83,7 +87,7 @@ def main() -> None:
     results = {}
     for method in ("gold_only", "aclm"):
         cfg = load_config([*overrides, f"method={method}"])
-        results[method] = read_json(run_method(cfg) / "result.json")
+        results[method] = read_json(result_dir(cfg) / layout.RESULT)
     report = results["aclm"]["augmentation"]
     print(f"\n=== {cfg.dataset}, {results['gold_only']['sizes']['train']} gold sentences, profile {cfg.profile} ===")
     print(f"tagger: {cfg.ner.model} (real pretrained weights); generator: {cfg.generator.model}")
@@ -96,7 +100,7 @@ def main() -> None:
     print("\nS5 generation:", json.dumps(report["generation"]))
     print("S6 postprocess:", json.dumps(report["postprocess"]))
     show_examples(cfg)
-    print(f"\nall artifacts: {ex.run_root(cfg)}")
+    print(f"\nall artifacts: {RunLayout.of(cfg).root}")
 
 
 if __name__ == "__main__":

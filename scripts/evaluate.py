@@ -55,14 +55,15 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the scores here")
     args, cfg = parse(parser)
     if args.model:
-        from aclm.experiment import evaluate_on, test_sets
+        from aclm.datasets import load_split
+        from aclm.experiment import evaluate_on, test_names
         from aclm.ner import load_tagger
         from aclm.runtime import select_device
 
         select_device(cfg.device)
         tagger = load_tagger(args.model)
-        scores = {name: evaluate_on(tagger, sentences, cfg.ner.eval_batch_size, None)[0]
-                  for name, sentences in test_sets(cfg).items()}
+        scores = {name: evaluate_on(tagger, load_split(name, "test", cfg.data_dir), cfg.ner.eval_batch_size,
+                                    None)[0] for name in test_names(cfg)}
     elif args.gold and args.pred:
         scores = {str(args.pred): compare_files(args.gold, args.pred)}
     elif args.pred:

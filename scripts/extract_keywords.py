@@ -11,15 +11,8 @@ select the variants."""
 
 from __future__ import annotations
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.pipeline import keywords_stage
-
-
-def main() -> None:
-    args, cfg = parse(stage_parser(__doc__))
-    out = keywords_stage(cfg, force=args.force)
-    print(f"keywords: {out}")
-
+from aclm import layout
+from aclm.cli import stage_script
 
 if __name__ == "__main__":
-    main_guard(main)
+    stage_script(__doc__, layout.S2, "keywords")

@@ -8,15 +8,8 @@ Writes the best-by-dev-loss model to <run>/<method>/s4_generator/ (a from_pretra
 
 from __future__ import annotations
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.pipeline import generator_stage
-
-
-def main() -> None:
-    args, cfg = parse(stage_parser(__doc__))
-    out = generator_stage(cfg, force=args.force)
-    print(f"generator: {out}")
-
+from aclm import layout
+from aclm.cli import stage_script
 
 if __name__ == "__main__":
-    main_guard(main)
+    stage_script(__doc__, layout.S4, "generator")

@@ -6,19 +6,12 @@
 
 Writes <run>/<method>/s5_generate/generations.jsonl: per attempt its source,
 round, mixner partner, template, decoded text and status (kept, duplicate,
-malformed:<reason>)."""
+duplicate, copy, malformed_<reason>)."""
 
 from __future__ import annotations
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.pipeline import generate_stage
-
-
-def main() -> None:
-    args, cfg = parse(stage_parser(__doc__))
-    out = generate_stage(cfg, force=args.force)
-    print(f"generations: {out}")
-
+from aclm import layout
+from aclm.cli import stage_script
 
 if __name__ == "__main__":
-    main_guard(main)
+    stage_script(__doc__, layout.S5, "generations")

@@ -11,16 +11,8 @@ diversity).
 
 from __future__ import annotations
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.methods import generation_stage
-from aclm.pipeline import postprocess_stage
-
-
-def main() -> None:
-    args, cfg = parse(stage_parser(__doc__))
-    out = postprocess_stage(cfg, generation_stage(cfg), force=args.force)
-    print(f"augmentations: {out}")
-
+from aclm import layout
+from aclm.cli import stage_script
 
 if __name__ == "__main__":
-    main_guard(main)
+    stage_script(__doc__, layout.S6, "augmentations")

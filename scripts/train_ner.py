@@ -7,21 +7,14 @@
 
 With method=gold_only (the default) it cuts the gold sample (S0) and trains the
 gold model (S1), which is also the Gold-only baseline. With any other method it
-trains on <run>/<method>/s6_postprocess/gold+aug.conll. Either way the model is
-evaluated on the test set(s) and a result.json is written beside it.
+trains on <run>/<method>/s6_postprocess/gold+aug.conll (running the method's
+stages first when needed). Either way the model is then scored on the test
+set(s) in its own stage (s1_eval/ or s7_eval/, which holds result.json).
 """
 
 from __future__ import annotations
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.experiment import s1_stage, s7_stage
-
-
-def main() -> None:
-    args, cfg = parse(stage_parser(__doc__))
-    out = s1_stage(cfg, force=args.force) if cfg.method == "gold_only" else s7_stage(cfg, force=args.force)
-    print(f"result: {out / 'result.json'}")
-
+from aclm.cli import stage_script
 
 if __name__ == "__main__":
-    main_guard(main)
+    stage_script(__doc__, None, "result")

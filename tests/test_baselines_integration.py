@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from aclm import experiment as ex
+from aclm import layout
 from aclm.io import read_json
-from aclm.methods import augment_stage, run_method
+from aclm.layout import RunLayout
+from aclm.methods import result_dir, run_method
 
 SETTINGS = {"multiconer/en": 100, "conll2003/en": 200}
 METHODS = ("lwtr", "daga", "mulda", "melm")
@@ -22,10 +23,10 @@ def runs(tmp_path_factory):
 def test_baseline_end_to_end(method, dataset, runs, shared_data, fast):
     cfg = fast(runs, f"method={method}", f"dataset={dataset}", f"gold={SETTINGS[dataset]}",
                f"data_dir={shared_data}", "ner.epochs=1", "generator.lr=0.01")
-    result = read_json(run_method(cfg) / "result.json")
+    result = read_json(result_dir(cfg) / "result.json")
     report = result["augmentation"]
     assert result["method"] == method and report["method"] == method
-    assert (ex.augmented_dir(cfg) / "aug.conll").exists()
+    assert RunLayout.of(cfg).aug_path.exists()
     assert report["added"] == report["postprocess"]["kept"]
     assert 0.0 <= report["dropped_share"] <= 1.0
     assert set(report["diversity"] or {}) <= {"diversity_e", "diversity_n", "diversity_l"}
@@ -39,14 +40,14 @@ def test_same_seed_same_augmentations(method, shared_data, fast, tmp_path):
     outputs = []
     for run in ("a", "b"):
         cfg = fast(tmp_path / run, f"method={method}", "dataset=conll2003/en", "gold=200", f"data_dir={shared_data}")
-        outputs.append((augment_stage(cfg) / "generations.jsonl").read_bytes())
+        outputs.append((run_method(cfg, until=layout.AUGMENT)[layout.AUGMENT] / "generations.jsonl").read_bytes())
     assert outputs[0] == outputs[1]
 
 
 def test_wikineural_silver_baseline(runs, shared_data, fast):
     cfg = fast(runs, "method=wikineural", "dataset=conll2003/en", "gold=200", f"data_dir={shared_data}",
                "ner.epochs=1", "ner.tagger=bilstm_crf", "ner.hidden_size=32", "ner.rnn_layers=1")
-    result = read_json(run_method(cfg) / "result.json")
+    result = read_json(result_dir(cfg) / "result.json")
     report = result["augmentation"]
     assert report["added"] == report["generation"]["requested"] == 2 * report["gold"]   # R x gold without ACLM
     assert result["config"]["ner"]["tagger"] == "bilstm_crf"

@@ -34,6 +34,7 @@ def test_a_profiles_method_overrides_win_over_the_method_file():
     assert load_config(["method=aclm"]).postprocess.drop_entity_free is True
     released = load_config(["profile=reference_code", "method=aclm"])
     assert released.postprocess.drop_entity_free is False and released.ner.reproject_embeddings is True
+    assert load_config(["profile=paper_literal"]).ner.reproject_embeddings is False
     assert (released.keywords.rule, released.keywords.stopwords) == ("released", "stopwordsiso_all")
     assert load_config(["profile=reference_code", "method=aclm_random"]).keywords.selection == "random_released"
     assert load_config(["profile=reference_code", "method=aclm_random", "keywords.selection=random"]

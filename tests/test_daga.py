@@ -5,8 +5,8 @@ from aclm.config import DAGAConfig
 from aclm.data import TaggedSentence
 from baselines.daga import (BOS, EOS, PAD, UNK, LSTMLanguageModel, Vocabulary, _training_tensors,
                             generate, sample, train_lm)
-from baselines.linearize import (EMPTY, TAG_WITHOUT_WORD, UNKNOWN_TAG, InvalidSequence, linearize,
-                                 parse, tag_vocabulary)
+from aclm.screening import COUNT_KEYS, MalformedGeneration
+from baselines.linearize import linearize, parse, tag_vocabulary
 
 TAGS = {"B-PER", "I-PER", "B-LOC", "I-LOC"}
 
@@ -38,14 +38,14 @@ def test_entity_opened_by_i_becomes_b(words, tags):
 
 
 @pytest.mark.parametrize("words, reason", [
-    ("", EMPTY),
-    ("B-PER", TAG_WITHOUT_WORD),
-    ("went to B-LOC", TAG_WITHOUT_WORD),
-    ("B-PER I-PER smith", TAG_WITHOUT_WORD),
-    ("went B-ORG acme", UNKNOWN_TAG),
+    ("", "empty"),
+    ("B-PER", "tag_without_word"),
+    ("went to B-LOC", "tag_without_word"),
+    ("B-PER I-PER smith", "tag_without_word"),
+    ("went B-ORG acme", "unknown_tag"),
 ])
 def test_invalid_sequences_name_their_reason(words, reason):
-    with pytest.raises(InvalidSequence) as err:
+    with pytest.raises(MalformedGeneration) as err:
         parse(words.split(), TAGS)
     assert err.value.reason == reason
 
@@ -101,7 +101,7 @@ def test_trained_lm_generates_well_formed_training_like_sentences(trained):
     for words in sample(model, vocab, 200, max_length=20, seed=1):
         try:
             parsed.append(parse(words, known))
-        except InvalidSequence:
+        except MalformedGeneration:
             pass
     assert len(parsed) >= 180
     # The LM memorises ten repeated sentences: most samples reproduce one, tags included.
@@ -121,11 +121,10 @@ def test_sampling_is_batched_and_deterministic(trained):
 def test_generate_counts_add_up_and_repeat_for_a_seed():
     kept, counts = generate(TRAIN, CFG, rounds=3, seed=0, device="cpu")
     assert counts["generated"] == 3 * len(TRAIN)
-    dropped = (counts["dropped_truncated"] + counts["dropped_invalid"]
-               + counts["dropped_training_duplicate"] + counts["dropped_duplicate"])
+    assert set(counts) == set(COUNT_KEYS)
+    dropped = counts["copy"] + counts["duplicate"] + sum(v for k, v in counts.items() if k.startswith("malformed_"))
     assert dropped + counts["kept"] == counts["generated"] and counts["kept"] == len(kept)
-    assert counts["dropped_invalid"] == sum(v for k, v in counts.items() if k.startswith("invalid_"))
-    assert counts["dropped_training_duplicate"] > counts["generated"] // 2
+    assert counts["copy"] > counts["generated"] // 2
     keys = [(tuple(x.tokens), tuple(x.tags)) for x in kept]
     assert len(set(keys)) == len(keys)
     assert not set(keys) & {(tuple(x.tokens), tuple(x.tags)) for x in BASE}

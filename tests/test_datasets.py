@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,128 @@ def test_hub_fallback_maps_tag_ids_to_names(tmp_path, monkeypatch):
     sentences = load_split("conll2002/es", "dev", tmp_path)          # no local file: falls back to the hub
     assert calls == [("eriktks/conll2002", "es", "validation")]
     assert sentences[0].tags == ["B-PER", "I-PER", "O"]             # normalised like local files
+
+
+# --------------------------------------------------------------------------- bring your own data: a folder
+
+EN = [("john smith went to the city of paris with his friends", "B-PER I-PER O O O O O B-LOC O O O"),
+      ("the band played in london and it was very good", "O O O O B-LOC O O O O O"),
+      ("mary said that she would not go there again", "B-PER O O O O O O O O"),
+      ("acme corp is one of the largest companies in the world", "B-CORP I-CORP O O O O O O O O O")]
+DE = [("johann schmidt ging mit seinen freunden in die stadt", "B-PER I-PER O O O O O O O"),
+      ("die band spielte in berlin und es war sehr gut", "O O O O B-LOC O O O O O"),
+      ("maria sagte dass sie nicht mehr dorthin gehen wird", "B-PER O O O O O O O O"),
+      ("acme ist eine der größten firmen der welt", "B-CORP O O O O O O O")]
+
+
+def write_folder(folder, splits=("train", "dev", "test"), sentences=EN, ext=".conll"):
+    """A dataset folder: each split a copy of ``sentences`` (token<TAB>tag lines)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "".join("".join(f"{w}\t{t}\n" for w, t in zip(words.split(), tags.split())) + "\n"
+                   for words, tags in sentences)
+    for split in splits:
+        (folder / f"{split}{ext}").write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_a_folder_with_all_three_files_is_a_dataset(tmp_path, monkeypatch):
+    from aclm.config import load_config
+    from aclm.datasets import is_known, run_name
+
+    folder = write_folder(tmp_path / "My Data")
+    name = str(folder)
+    assert is_known(name) and not is_known(str(tmp_path / "nowhere"))
+    spec = get_spec(name)
+    assert (spec.name, spec.root, spec.format, spec.language) == (name, "absolute", "auto", "en")
+    assert [spec.train, spec.dev, spec.test] == [str(folder / f"{s}.conll") for s in ("train", "dev", "test")]
+    for split in ("train", "dev", "test"):
+        sentences = load_split(name, split, "/data/dir/not/used")
+        assert [(" ".join(s.tokens), " ".join(s.tags)) for s in sentences] == EN
+    # the run tree gets a safe relative name, one per folder
+    assert spec.run_name == run_name(name) and spec.run_name.startswith("local/My_Data-")
+    assert not spec.run_name.startswith("/") and ".." not in spec.run_name.split("/")
+    assert run_name(str(write_folder(tmp_path / "other" / "My Data"))) != spec.run_name
+    assert run_name("multiconer/en") == get_spec("multiconer/en").run_name == "multiconer/en"
+    # a path relative to the working directory, through the config's validation
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(["profile=tiny", "method=lwtr", "dataset=My Data"])
+    assert get_spec(cfg.dataset).train == str(folder / "train.conll") and run_name(cfg.dataset) == spec.run_name
+
+
+def test_a_folder_with_only_train_carves_dev_and_has_no_test(tmp_path):
+    from aclm import experiment
+    from aclm.config import load_config
+    from aclm.data import DataError
+    from aclm.datasets import require_split
+
+    folder = write_folder(tmp_path / "only_train", splits=("train",), sentences=EN * 5)
+    cfg = load_config(["profile=tiny", "method=lwtr", f"dataset={folder}", "gold=full", f"run_dir={tmp_path}"])
+    assert load_split(cfg.dataset, "dev") is None                 # carved out of train by the data stage
+    train, dev = experiment.gold_data(cfg)
+    assert len(train) + len(dev) == 20 and 1 <= len(dev) <= 2     # dev: up to a tenth, disjoint from train
+    assert not {id(s) for s in train} & {id(s) for s in dev}
+    with pytest.raises(DataError, match=r"only_train has no test file.*add test\.conll \(or test\.conllu"):
+        load_split(cfg.dataset, "test")                          # runs are scored on it: an error, not None
+    with pytest.raises(DataError, match="only_train has no test file"):
+        require_split(cfg.dataset, "test")
+    assert require_split("multiconer/en", "test") == "multiconer/en/test.conll"
+
+
+def test_other_file_names_are_read_and_two_for_one_split_are_refused(tmp_path):
+    folder = write_folder(tmp_path / "named", splits=("train",), ext=".txt")
+    write_folder(folder, splits=("val",), ext=".tsv")
+    spec = get_spec(str(folder))
+    assert (Path(spec.train).name, Path(spec.dev).name, spec.test) == ("train.txt", "val.tsv", None)
+    write_folder(folder, splits=("dev",))
+    from aclm.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"several dev files \(dev.conll, val.tsv\)"):
+        load_config(["profile=tiny", f"dataset={folder}"])
+
+
+def test_language_is_detected_from_stop_words_and_logged(tmp_path, caplog):
+    caplog.set_level("INFO", logger="aclm.datasets")
+    assert get_spec(str(write_folder(tmp_path / "en"))).language == "en"
+    assert get_spec(str(write_folder(tmp_path / "de", sentences=DE))).language == "de"
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("language 'en' detected from train.conll" in m and "stop words of 'en' are" in m for m in logged)
+    assert any("language 'de' detected" in m for m in logged)
+
+
+def test_language_given_in_the_config_wins(tmp_path):
+    from aclm.config import ConfigError, load_config
+
+    folder = write_folder(tmp_path / "en_text")                   # English text, declared German
+    cfg = load_config(["profile=tiny", f"dataset={folder}", "language=de"])
+    assert cfg.language == "de" and get_spec(cfg.dataset).language == "de"
+    load_config(["profile=tiny", f"dataset={folder}"])             # not given again: detected
+    assert get_spec(str(folder)).language == "en"
+    with pytest.raises(ConfigError, match="registered as 'en'"):
+        load_config(["profile=tiny", "dataset=multiconer/en", "language=de"])
+    with pytest.raises(ConfigError, match="ISO 639-1"):
+        load_config(["profile=tiny", f"dataset={folder}", "language=German"])
+
+
+def test_text_without_stop_words_asks_for_the_language(tmp_path):
+    from aclm.data import DataError
+
+    folder = write_folder(tmp_path / "codes", sentences=[("xq7 zzv qwrt", "B-PER O O")])
+    with pytest.raises(DataError, match="cannot tell its language.*language=<ISO 639-1 code>"):
+        get_spec(str(folder))
+
+
+def test_a_wrong_folder_is_a_clear_error(tmp_path):
+    from aclm.config import ConfigError, load_config
+
+    folder = tmp_path / "wrong"
+    folder.mkdir()
+    (folder / "notes.md").write_text("hello")
+    write_folder(folder, splits=("training",))
+    with pytest.raises(ConfigError, match=rf"dataset folder {folder} holds no training file: expected train\.conll "
+                                          r"\(or train\.conllu, train\.tsv, train\.txt\).*found: notes\.md, "
+                                          r"training\.conll"):
+        load_config(["profile=tiny", f"dataset={folder}"])
+    with pytest.raises(ConfigError, match=r"unknown dataset '.*missing': not in .*datasets\.yaml .*and no folder /"):
+        load_config(["profile=tiny", f"dataset={tmp_path / 'missing'}"])
+    with pytest.raises(KeyError, match="holds no training file"):
+        get_spec(str(folder))

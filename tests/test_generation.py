@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from aclm.data import TaggedSentence
 from aclm.generation import Job, build_jobs, decode_keeping_labels, nearest_neighbours, plan_partners, screen
 from aclm.postprocess import filter_augmentations, similarity
+from aclm.screening import zero_counts
 from aclm.templates import Piece
 
 
@@ -105,17 +106,17 @@ def test_decoding_keeps_an_unfilled_mask_so_screening_rejects_it():
     text = decode_keeping_labels(FakeTokenizer(), [2, 1, 6, 100, 4, 100, 2], {100, 101, 6})
     assert text == "the <mask> <b-grp> copper <b-grp>"
     rows, counts = screen([Job(0, 0, None, "t")], [text], ["GRP"])
-    assert rows[0]["status"] == "malformed:unfilled_mask" and counts["malformed:unfilled_mask"] == 1
+    assert rows[0]["status"] == "malformed_unfilled_mask" and counts["malformed_unfilled_mask"] == 1
 
 
 def test_screen_counts_malformed_and_duplicates():
     jobs = [Job(0, r, None, "t") for r in range(4)]
     outputs = ["<b-per> ann <b-per> sang", "<b-per> ann <b-per> sang", "<b-per> ann sang", "<b-xyz> a <b-xyz>"]
     rows, counts = screen(jobs, outputs, ["PER"])
-    assert [r["status"] for r in rows] == ["kept", "duplicate", "malformed:unpaired_tag", "malformed:unknown_tag"]
+    assert [r["status"] for r in rows] == ["kept", "duplicate", "malformed_unpaired_tag", "malformed_unknown_tag"]
     assert rows[0]["tokens"] == ["ann", "sang"] and rows[0]["tags"] == ["B-PER", "O"]
-    assert counts == {"generated": 4, "kept": 1, "duplicate": 1, "malformed:unpaired_tag": 1,
-                      "malformed:unknown_tag": 1}
+    assert counts == {**zero_counts(), "generated": 4, "kept": 1, "duplicate": 1, "malformed_unpaired_tag": 1,
+                      "malformed_unknown_tag": 1}
 
 
 def post(**kw):

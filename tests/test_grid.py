@@ -31,14 +31,14 @@ def test_every_grid_loads_and_names_its_reference():
 def test_table1_slice_gives_exactly_the_expected_cells():
     cells = expand(load_grid("table1"), "paper", langs="en,de", sizes="100", methods="gold_only,aclm", seeds="1 2")
     assert paths(cells) == [
-        "runs/paper/multiconer/en/gold100/seed1/s1_ner/result.json",
-        "runs/paper/multiconer/en/gold100/seed2/s1_ner/result.json",
-        "runs/paper/multiconer/en/gold100/seed1/aclm/s7_ner/result.json",
-        "runs/paper/multiconer/en/gold100/seed2/aclm/s7_ner/result.json",
-        "runs/paper/multiconer/de/gold100/seed1/s1_ner/result.json",
-        "runs/paper/multiconer/de/gold100/seed2/s1_ner/result.json",
-        "runs/paper/multiconer/de/gold100/seed1/aclm/s7_ner/result.json",
-        "runs/paper/multiconer/de/gold100/seed2/aclm/s7_ner/result.json",
+        "runs/paper/multiconer/en/gold100/seed1/s1_eval/result.json",
+        "runs/paper/multiconer/en/gold100/seed2/s1_eval/result.json",
+        "runs/paper/multiconer/en/gold100/seed1/aclm/s7_eval/result.json",
+        "runs/paper/multiconer/en/gold100/seed2/aclm/s7_eval/result.json",
+        "runs/paper/multiconer/de/gold100/seed1/s1_eval/result.json",
+        "runs/paper/multiconer/de/gold100/seed2/s1_eval/result.json",
+        "runs/paper/multiconer/de/gold100/seed1/aclm/s7_eval/result.json",
+        "runs/paper/multiconer/de/gold100/seed2/aclm/s7_eval/result.json",
     ]
     en, de = cells[2], cells[6]
     assert en.args() == ["method=aclm", "profile=paper", "dataset=multiconer/en", "gold=100", "seed=1",
@@ -67,7 +67,7 @@ def test_sweep_values_run_as_variants_sharing_s1_except_the_profiles_own():
     assert by_label["0.4"].variant == "keywords.p-0.4"
     assert by_label["0.4"].args()[-2:] == ["variant=keywords.p-0.4", "keywords.p=0.4"]
     assert str(by_label["0"].result_path) == \
-        "runs/paper/multiconer/en/gold200/seed1/aclm@keywords.p-0.0/s7_ner/result.json"
+        "runs/paper/multiconer/en/gold200/seed1/aclm@keywords.p-0.0/s7_eval/result.json"
     s1 = by_label["0.4"].prerequisites()[0]
     assert s1.result_path == by_label["0.3"].prerequisites()[0].result_path   # one shared S1
     assert "keywords.p=0.4" not in s1.args()
@@ -83,15 +83,15 @@ def test_grids_agree_on_shared_runs_and_a_clash_is_found():
     assert len(conflicts([a, b])) == 1  # same S1 target, different command
 
 
-def test_cell_paths_match_the_experiment_layout():
-    from aclm import experiment
+def test_cell_paths_are_the_run_layout_of_its_config():
     from aclm.config import load_config
+    from aclm.layout import RunLayout
 
     for method in ("gold_only", "aclm"):
         cell = Cell("tiny", "multiconer/en", 200, method, 3, "some/runs")
-        cfg = load_config(cell.args())
-        expected = experiment.s1_dir(cfg) if method == "gold_only" else experiment.method_dir(cfg) / "s7_ner"
-        assert cell.result_path == expected / "result.json"
+        assert cell.result_path == RunLayout.of(load_config(cell.args())).result_path
+    assert Cell("tiny", "multiconer/en", 200, "aclm", 3, "r").result_path == Path(
+        "r/tiny/multiconer/en/gold200/seed3/aclm/s7_eval/result.json")
     full = Cell("paper", "multiconer/en", "full", "aclm", 1, "runs")
     assert full.root == Path("runs/paper/multiconer/en/goldfull/seed1")
 
@@ -118,15 +118,16 @@ def test_makefile_has_one_target_per_cell_and_the_s1_dependency():
                    methods="lwtr,aclm,wikineural", seeds="1,2")
     text = makefile(cells, "test", "python")
     found = rules(text)
-    s1 = "runs/paper/conll2003/en/gold{0}/seed{1}/s1_ner/result.json"
+    s1 = "runs/paper/conll2003/en/gold{0}/seed{1}/s1_eval/result.json"
     assert len(found) == 2 * 4  # 3 methods + their shared S1, per seed
     assert set(paths(cells)) < set(found)
-    for seed in (1, 2):
-        assert found[s1.format(200, seed)][0] == ""
-        lwtr = f"runs/paper/conll2003/en/gold200/seed{seed}/lwtr/s7_ner/result.json"
-        assert found[lwtr][0] == "| " + s1.format(200, seed)
-        wiki = found[f"runs/paper/conll2003/en/gold200/seed{seed}/wikineural/s7_ner/result.json"][0]
-        assert wiki == f"| {s1.format(200, seed)} runs/paper/conll2003/en/gold200/seed{seed}/aclm/s7_ner/result.json"
+    for seed in (1, 2):   # nothing has run: every target depends on FORCE
+        assert found[s1.format(200, seed)][0] == "FORCE"
+        lwtr = f"runs/paper/conll2003/en/gold200/seed{seed}/lwtr/s7_eval/result.json"
+        assert found[lwtr][0] == "FORCE | " + s1.format(200, seed)
+        wiki = found[f"runs/paper/conll2003/en/gold200/seed{seed}/wikineural/s7_eval/result.json"][0]
+        assert wiki == (f"FORCE | {s1.format(200, seed)} "
+                        f"runs/paper/conll2003/en/gold200/seed{seed}/aclm/s7_eval/result.json")
         assert found[lwtr][1].startswith(f"\t$(PYTHON) scripts/grid.py cell {lwtr} method=lwtr profile=paper")
     all_line = next(line for line in text.splitlines() if line.startswith("all:"))
     assert all_line.split()[1:] == paths(cells)
@@ -189,4 +190,4 @@ def test_list_prints_phases_in_order():
                              cwd=GRID_DIR.parent.parent).stdout.splitlines() for p in (0, 1, 2)]
     assert [len(p) for p in phases] == [1, 1, 1]
     assert "method=gold_only" in phases[0][0] and "method=aclm" in phases[1][0] and "method=wikineural" in phases[2][0]
-    assert phases[0][0].startswith("py scripts/grid.py cell runs/paper/conll2003/en/gold200/seed1/s1_ner/result.json")
+    assert phases[0][0].startswith("py scripts/grid.py cell runs/paper/conll2003/en/gold200/seed1/s1_eval/result.json")

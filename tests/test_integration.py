@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 
-from aclm import experiment as ex
 from aclm.data import read_conll
+from aclm.experiment import gold_data
 from aclm.io import read_json
-from aclm.methods import run_method
+from aclm.layout import RunLayout
+from aclm.methods import result_dir
 from aclm.splits import type_shares
 
 
@@ -34,7 +35,7 @@ def test_make_splits_on_multiconer_en(shared_data, tmp_path):
 
 def test_gold_only_multiconer_en_100(shared_data, fast, tmp_path):
     cfg = fast(tmp_path, "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}", "ner.epochs=1")
-    result = read_json(run_method(cfg) / "result.json")
+    result = read_json(result_dir(cfg) / "result.json")
     assert result["sizes"]["test:multiconer/en"] == 2000
     assert abs(result["sizes"]["train"] - 100) <= 5
     assert set(result["per_type"]) <= {"PER", "LOC", "GRP", "CORP", "CW", "PROD"}
@@ -44,18 +45,17 @@ def test_gold_only_multiconer_en_100(shared_data, fast, tmp_path):
 def test_aclm_chain_multiconer_en_100(shared_data, fast, tmp_path):
     cfg = fast(tmp_path, "method=aclm", "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}",
                "ner.epochs=1")
-    result = read_json(run_method(cfg) / "result.json")
+    result = read_json(result_dir(cfg) / "result.json")
     assert result["method"] == "aclm"
+    run = RunLayout.of(cfg)
     for stage in ("s2_keywords", "s3_templates", "s4_generator", "s5_generate", "s6_postprocess", "s7_ner"):
-        assert (ex.method_dir(cfg) / stage / "_stage.json").exists(), stage
-    keywords = read_json(ex.method_dir(cfg) / "s2_keywords" / "_stage.json")["facts"]["train"]
+        assert (run.stage(stage) / "_stage.json").exists(), stage
+    keywords = read_json(run.stage("s2_keywords") / "_stage.json")["facts"]["train"]
     assert keywords["with_keywords"] > 0.5 * keywords["sentences"]
     assert result["augmentation"]["generation"]["generated"] == 2 * result["augmentation"]["gold"]
 
 
 def test_released_samples_and_carved_dev(shared_data, fast, tmp_path):
-    from aclm.experiment import gold_data
-
     released = read_conll(shared_data / "multiconer" / "de" / "train_200.conll")
     for seed in (1, 2):   # the default (auto) reads the released sample: seeds vary training only
         cfg = fast(tmp_path, "dataset=multiconer/de", "gold=200", f"seed={seed}", "splits.dev_size=null",

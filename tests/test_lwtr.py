@@ -4,6 +4,7 @@ from collections import Counter
 import pytest
 
 from aclm.data import TaggedSentence
+from aclm.screening import zero_counts
 from baselines.lwtr import augment, replace, token_distribution
 
 # Each label has its own words, so a token that crossed labels would be visible.
@@ -39,7 +40,7 @@ def test_label_sequence_never_changes():
 def test_p_zero_gives_no_augmentation():
     kept, counts = augment(TRAIN, p=0.0, rounds=3, seed=1)
     assert kept == []
-    assert counts == {"generated": 12, "dropped_identical": 12, "dropped_duplicate": 0, "kept": 0}
+    assert counts == {**zero_counts(), "generated": 12, "copy": 12, "duplicate": 0, "kept": 0}
 
 
 def test_p_one_replaces_every_token_by_a_same_label_training_token():
@@ -91,8 +92,8 @@ def test_counts_for_duplicates_within_a_source():
     kept, counts = augment(train, p=1.0, rounds=10, seed=0)
     assert {s.meta["source_index"]: s.tokens for s in kept} == {0: ["b"], 1: ["a"]}
     assert counts["generated"] == 20 and counts["kept"] == 2
-    assert counts["dropped_identical"] + counts["dropped_duplicate"] == 18
-    assert counts["dropped_identical"] > 0 and counts["dropped_duplicate"] > 0
+    assert counts["copy"] + counts["duplicate"] == 18
+    assert counts["copy"] > 0 and counts["duplicate"] > 0
 
 
 def test_label_without_training_tokens_is_an_error():

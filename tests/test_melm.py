@@ -8,12 +8,14 @@ from aclm.augmentation import Gold
 from aclm.config import load_config
 from aclm.data import TaggedSentence, entity_types, read_conll
 from aclm.paths import PROJECT_ROOT
-from aclm.templates import MalformedGeneration, label_tokens
+from aclm.screening import MalformedGeneration, zero_counts
+from aclm.templates import label_tokens
 from aclm.tiny_models import build_tiny_models
 from melm.augment import augment
 from melm.codemix import code_mix, load_code_mix_pool, nearest_same_type
 from melm.encoding import Seed, encode, load_mlm, melm_words
-from melm.generation import Job, draw_epsilon, fill_jobs, mask_positions, plan_jobs, read_all, read_back, screen
+from melm.generation import (Job, entity_mask_share, fill_jobs, mask_positions, plan_jobs, read_all, read_back,
+                             screen)
 from melm.training import EntityMaskingCollator, build_trainer, mask_once, training_features
 
 XLMR = PROJECT_ROOT / "models" / "tiny" / "xlm-roberta"
@@ -175,14 +177,14 @@ def test_the_trainer_hands_the_entity_mask_to_the_collator(mlm, cfg, features, t
 def test_epsilon_stays_in_bounds_and_masks_at_least_one_token(n):
     rng = random.Random(0)
     for _ in range(500):
-        eps = draw_epsilon(n, rng)
+        eps = entity_mask_share(n, rng)
         assert 0.0 <= eps <= 1.0 and 1 <= round(eps * n) <= n
 
 
 @pytest.mark.parametrize("n", [10, 40])
 def test_epsilon_is_centred_on_a_half_with_sd_one_over_n(n):
     rng = random.Random(0)
-    draws = torch.tensor([draw_epsilon(n, rng) for _ in range(4000)])
+    draws = torch.tensor([entity_mask_share(n, rng) for _ in range(4000)])
     assert abs(draws.mean().item() - 0.5) < 0.01
     assert abs(draws.std().item() - 1 / n) < 0.1 / n
 
@@ -255,7 +257,7 @@ def test_generations_keep_the_source_label_sequence_and_change_only_entity_words
         changed += row["tokens"] != source.tokens
     assert changed == len(rows)
     malformed = sum(v for k, v in counts.items() if k.startswith("malformed_"))
-    assert counts["generated"] == counts["kept"] + counts["identical"] + counts["duplicate"] + malformed
+    assert counts["generated"] == counts["kept"] + counts["copy"] + counts["duplicate"] + malformed
     assert counts["generated"] == 3 * sum(bool(x.spans()) for x in train)
 
 
@@ -299,8 +301,7 @@ def test_screening_drops_and_counts_copies_repeats_and_malformed_generations():
     rows, counts = screen(seeds, [MARTA], jobs, generated)
     assert [(r["tokens"], r["round"], r["code_mixed"], r["sources"]) for r in rows] == [
         (new.tokens, 0, False, [0]), (other.tokens, 1, True, [0])]
-    assert {k: v for k, v in counts.items() if v} == {"generated": 6, "kept": 2, "duplicate": 1, "identical": 2,
-                                                       "malformed_empty": 1}
+    assert counts == {**zero_counts(), "generated": 6, "kept": 2, "duplicate": 1, "copy": 2, "malformed_empty": 1}
 
 
 # --------------------------------------------------------------------------- code-mixing

@@ -7,13 +7,13 @@ from aclm.augmentation import Gold
 from aclm.config import load_config
 from aclm.data import TaggedSentence, read_conll
 from aclm.paths import PROJECT_ROOT
+from aclm.screening import COUNT_KEYS, zero_counts
 from aclm.tiny_models import build_tiny_models
 from baselines.mulda import augment, decode, sample, screen, setup, split_output, training_pair
 
 MBART = PROJECT_ROOT / "models" / "tiny" / "mbart-large-50"
 SAMPLE = PROJECT_ROOT / "data" / "sample" / "en"
 TAGS = ["B-CW", "B-PER", "I-CW", "I-PER"]
-DROPS = ("dropped_truncated", "dropped_invalid", "dropped_training_duplicate", "dropped_duplicate")
 
 
 def s(text: str, tags: str) -> TaggedSentence:
@@ -83,9 +83,9 @@ def test_decoded_outputs_parse_back_and_are_screened(lm):
     assert samples[4] == (["B-PER", "mary", "went"], False)
     kept, counts = screen(samples, set(TAGS), [s("john left", "O O")])
     assert kept == [(0, s("mary went home", "B-PER O O")), (1, s("went home", "O O"))]
-    assert counts == {"generated": 8, "kept": 2, "dropped_truncated": 1, "dropped_invalid": 3,
-                      "invalid_empty": 1, "invalid_tag_without_word": 2, "invalid_unknown_tag": 0,
-                      "dropped_training_duplicate": 1, "dropped_duplicate": 1}
+    assert counts == {**zero_counts(), "generated": 8, "kept": 2, "malformed_truncated": 1,
+                      "malformed_empty": 1, "malformed_tag_without_word": 2, "malformed_unknown_tag": 0,
+                      "copy": 1, "duplicate": 1}
 
 
 def test_sampling_does_not_force_eos_at_max_length(lm):
@@ -122,8 +122,9 @@ def run(tmp_path: Path, seed: int) -> tuple[list[dict], dict]:
 def test_augment_end_to_end_is_seeded_and_its_counts_add_up(tmp_path, lm):
     rows, counts = run(tmp_path, seed=1)
     assert counts["generated"] == 5 * 10                            # R x N
-    assert counts["generated"] == counts["kept"] + sum(counts[d] for d in DROPS)
-    assert counts["dropped_invalid"] == sum(v for k, v in counts.items() if k.startswith("invalid_"))
+    assert set(counts) == {*COUNT_KEYS, "lm_best_dev_loss"}
+    dropped = sum(counts[k] for k in COUNT_KEYS if k not in ("generated", "kept"))
+    assert counts["generated"] == counts["kept"] + dropped
     assert counts["kept"] == len(rows) > 0
     tags = {f"{p}-{t}" for t in ["CORP", "CW", "GRP", "LOC", "PER", "PROD"] for p in "BI"} | {"O"}
     for row in rows:

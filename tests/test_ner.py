@@ -27,10 +27,10 @@ def test_early_stopping_after_patience_epochs_without_a_new_best():
         stop.after_evaluation(current_model_is_best=False)
 
 
-@pytest.mark.parametrize("config_files, reproject", [([], False), (["configs/taggers/wikineural.yaml"], False)])
-def test_reprojection_only_when_asked(tiny_models, config_files, reproject):
+@pytest.mark.parametrize("config_files, reproject", [([], True), (["configs/taggers/wikineural.yaml"], False)])
+def test_reprojection_as_the_config_says(tiny_models, config_files, reproject):
     cfg = load_config(["profile=tiny"], config_files)
     tagger = build_tagger(cfg.ner, ["PER", "LOC"])
     assert hasattr(tagger, "embedding2nn") == reproject
-    cfg.ner.reproject_embeddings = True
-    assert hasattr(build_tagger(cfg.ner, ["PER", "LOC"]), "embedding2nn")
+    cfg.ner.reproject_embeddings = not reproject
+    assert hasattr(build_tagger(cfg.ner, ["PER", "LOC"]), "embedding2nn") == (not reproject)

@@ -6,24 +6,26 @@ import shutil
 
 import pytest
 
-from aclm import experiment as ex
-from aclm import pipeline
+from aclm import layout
 from aclm.io import read_json
-from aclm.methods import run_method
+from aclm.layout import RunLayout
+from aclm.methods import result_dir, run_method
 from aclm.stages import STAMP
 
 STAGE_FILES = {
-    "s2_keywords": ["train.jsonl", "dev.jsonl"],
-    "s3_templates": ["train.jsonl", "dev.jsonl"],
-    "s4_generator": ["config.json", "model.safetensors", "tokenizer.json"],
-    "s5_generate": ["generations.jsonl"],
-    "s6_postprocess": ["aug.conll", "gold+aug.conll", "report.json"],
-    "s7_ner": ["result.json", "best-model.pt"],
+    layout.S2: ["train.jsonl", "dev.jsonl"],
+    layout.S3: ["train.jsonl", "dev.jsonl"],
+    layout.S4: ["config.json", "model.safetensors", "tokenizer.json"],
+    layout.S5: ["generations.jsonl"],
+    layout.S6: ["aug.conll", "gold+aug.conll", "report.json"],
+    layout.S7: ["best-model.pt"],
+    layout.S7_EVAL: ["result.json", "predictions/sample_en.conll"],
 }
 
 
 def stamps(cfg) -> dict[str, str]:
-    dirs = [ex.data_dir(cfg), ex.s1_dir(cfg)] + [ex.method_dir(cfg) / s for s in STAGE_FILES]
+    run = RunLayout.of(cfg)
+    dirs = [run.stage(s) for s in (layout.DATA, layout.S1, layout.S1_EVAL, *STAGE_FILES)]
     return {d.name: (d / STAMP).read_text() for d in dirs if (d / STAMP).exists()}
 
 
@@ -34,17 +36,24 @@ def finished(tmp_path_factory, fast):
     return cfg
 
 
-def test_every_artifact_is_written(finished):
+def test_the_chain_runs_in_order_and_writes_every_artifact(finished):
+    done = run_method(finished)
+    assert list(done) == [layout.DATA, layout.S1, layout.S2, layout.S3, layout.S4, layout.S5, layout.S6,
+                          layout.S7, layout.S7_EVAL]
+    run = RunLayout.of(finished)
     for stage, files in STAGE_FILES.items():
         for name in files:
-            assert (ex.method_dir(finished) / stage / name).exists(), f"{stage}/{name}"
-    result = read_json(ex.method_dir(finished) / "s7_ner" / "result.json")
+            assert (run.stage(stage) / name).exists(), f"{stage}/{name}"
+    result = read_json(run.result_path)
     assert result["method"] == "aclm" and result["dataset"] == "sample/en"
-    assert set(result["timings"]) >= {"s1_ner", "s2_keywords", "s4_generator", "s5_generate", "s7_ner"}
+    assert set(result["timings"]) >= {layout.S1, layout.S2, layout.S4, layout.S5, layout.S7}
     report = result["augmentation"]
     assert report["generation"]["generated"] == 2 * report["gold"]          # R = 2 rounds per sentence
     assert report["added"] == report["postprocess"]["kept"]
     assert result["sizes"]["train"] == report["gold"] + report["added"]
+    # the result records the config every stage of its chain read, and nothing else
+    assert result["config"]["keywords"]["p"] == 0.3 and result["config"]["generation"]["rounds"] == 2
+    assert "melm" not in result["config"] and "daga" not in result["config"]
 
 
 def test_rerun_does_no_work(finished):
@@ -55,25 +64,29 @@ def test_rerun_does_no_work(finished):
 
 def test_deleting_a_stage_reruns_it_and_the_later_ones_only(finished):
     before = stamps(finished)
-    shutil.rmtree(ex.method_dir(finished) / "s3_templates")
+    shutil.rmtree(RunLayout.of(finished).stage(layout.S3))
     run_method(finished)
     after = stamps(finished)
-    for kept in ("data", "s1_ner", "s2_keywords"):
+    for kept in (layout.DATA, layout.S1, layout.S2):
         assert after[kept] == before[kept], kept
-    for rerun in ("s3_templates", "s4_generator", "s5_generate", "s6_postprocess", "s7_ner"):
+    for rerun in (layout.S3, layout.S4, layout.S5, layout.S6, layout.S7, layout.S7_EVAL):
         assert after[rerun] != before[rerun], rerun
 
 
 def test_same_seed_gives_identical_templates_and_generations(finished, fast, tmp_path):
     again = fast(tmp_path, "method=aclm")
-    pipeline.generate_stage(again)
-    for stage, name in (("s3_templates", "train.jsonl"), ("s5_generate", "generations.jsonl")):
-        first = (ex.method_dir(finished) / stage / name).read_bytes()
-        assert (ex.method_dir(again) / stage / name).read_bytes() == first, stage
+    run_method(again, until=layout.S5)
+    for stage, name in ((layout.S3, "train.jsonl"), (layout.S5, "generations.jsonl")):
+        first = (RunLayout.of(finished).stage(stage) / name).read_bytes()
+        assert (RunLayout.of(again).stage(stage) / name).read_bytes() == first, stage
 
 
-def test_gold_only_result(finished):
-    result = read_json(ex.s1_dir(finished) / "result.json")
+def test_gold_only_result(finished, fast):
+    gold_only = fast(RunLayout.of(finished).run_dir, "method=gold_only")
+    before = stamps(finished)
+    assert list(run_method(gold_only)) == [layout.DATA, layout.S1, layout.S1_EVAL]
+    assert stamps(finished)[layout.S1] == before[layout.S1]                 # ACLM's S1 is Gold-only's
+    result = read_json(RunLayout.of(finished).of_method(layout.GOLD_ONLY).result_path)
     assert result["method"] == "gold_only"
     assert 0.0 <= result["f1"] <= 100.0
     assert set(result["per_length"]) == {"len_lt5", "len_5_10", "len_ge10"}
@@ -83,11 +96,12 @@ def test_gold_only_result(finished):
 
 def test_multilingual_union(fast, tmp_path):
     cfg = fast(tmp_path, "method=aclm", "dataset=sample/multi")
-    result = read_json(run_method(cfg) / "result.json")
+    result = read_json(result_dir(cfg) / "result.json")
     assert set(result["test"]) == {"sample/en", "sample/de"}
-    languages = read_json(ex.data_dir(cfg) / "languages.json")["train"]
+    run = RunLayout.of(cfg)
+    languages = read_json(run.data / "languages.json")["train"]
     assert languages.count("en") == 60 and languages.count("de") == 20
-    tokenizer_config = read_json(ex.method_dir(cfg) / "s4_generator" / "tokenizer_config.json")
+    tokenizer_config = read_json(run.stage(layout.S4) / "tokenizer_config.json")
     assert tokenizer_config["src_lang"] in ("en_XX", "de_DE")
 
 

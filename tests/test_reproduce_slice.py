@@ -17,8 +17,18 @@ def test_table1_slice_runs_prints_and_resumes(shared_data, tiny_models, tmp_path
     env = {**os.environ, "ACLM_DATA_DIR": str(shared_data), "OMP_NUM_THREADS": "1"}
     args = ["reproduce-table1", "PROFILE=smoke", "LANGS=en", "SIZES=100", "SEEDS=1",
             "METHODS=gold_only,lwtr,aclm", f"RUNS={tmp_path / 'runs'}", f"RESULTS={tmp_path / 'results'}"]
+    # a run made first as a new user would, outside the grid (no cross-lingual test sets)
+    single = make("run", "METHOD=lwtr", "DATASET=multiconer/en", "GOLD=100", "SEED=1", "PROFILE=smoke",
+                  f"ARGS=run_dir={tmp_path / 'runs'}", env=env)
+    assert single.returncode == 0, single.stderr[-3000:]
+    lwtr_dir = tmp_path / "runs" / "smoke" / "multiconer" / "en" / "gold100" / "seed1" / "lwtr"
+    trained = (lwtr_dir / "s7_ner" / "_stage.json").read_text()
     first = make(*args, env=env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    # the grid's cell wants the cross-lingual test sets: it re-scored the run, and only that
+    assert (lwtr_dir / "s7_ner" / "_stage.json").read_text() == trained
+    assert "multiconer/hi" in (lwtr_dir / "s7_eval" / "result.json").read_text()
+    assert "has no test." not in first.stdout and "stale" not in first.stdout
     table = first.stdout
     assert "(29.36" in table and "(48.76" in table        # the paper's Gold-only and ACLM at 100, en
     assert "LwTR" in table and "ACLM" in table

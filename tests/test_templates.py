@@ -7,12 +7,11 @@ import random
 import pytest
 
 from aclm.data import TaggedSentence
+from aclm.screening import REASONS, MalformedGeneration
 from aclm.templates import (
-    MALFORMED_REASONS,
-    MalformedGeneration,
     Piece,
-    draw_epsilon,
     dynamic_mask,
+    keyword_mask_share,
     join,
     label_token,
     label_tokens,
@@ -86,7 +85,7 @@ def test_mixner_join_keeps_own_sentence_first():
 def test_epsilon_in_bounds_and_masked_count_in_range():
     rng = random.Random(1)
     for k in (1, 2, 3, 10):
-        draws = [draw_epsilon(k, rng) for _ in range(500)]
+        draws = [keyword_mask_share(k, rng) for _ in range(500)]
         assert all(0.0 <= e <= 1.0 for e in draws)
         assert abs(sum(draws) / len(draws) - 0.5) < 0.05  # centred on 0.5
     assert max(draws) - min(draws) < 0.9  # K = 10: sigma 0.1, no draw near both ends
@@ -184,7 +183,7 @@ def test_malformed_generations(text, reason):
     with pytest.raises(MalformedGeneration) as err:
         parse_generation(text, TYPES)
     assert err.value.reason == reason
-    assert reason in MALFORMED_REASONS
+    assert reason in REASONS
 
 
 def test_types_differing_only_in_case_are_refused():

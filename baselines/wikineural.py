@@ -1,0 +1,46 @@
+"""WikiNEuRal's silver-data baseline: gold plus silver sentences of the same language.
+
+It adds as many silver sentences as ACLM added in the same setting (ACLM's
+S6 report), or R x gold (ACLM's attempts) where ACLM has not run.  The silver
+data has CoNLL's label set (PER ORG LOC MISC), so it serves CoNLL-style
+datasets only.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from aclm.augmentation import Gold, kept_row
+from aclm.data import check_label_sets
+from aclm.datasets import get_spec, load_split, resolve_data_dir
+from aclm.io import read_json
+
+
+def silver_name(language: str) -> str:
+    return f"wikineural/{language}"
+
+
+def silver_files(c: DictConfig) -> list[Path]:
+    spec = get_spec(silver_name(get_spec(c.dataset).language))
+    return [spec.path(spec.train, resolve_data_dir(c.data_dir))]
+
+
+def silver_count(c: DictConfig, gold: Gold) -> int:
+    """As many silver sentences as ACLM added in this setting, else R x gold (its attempts)."""
+    aclm = gold.needs.get("aclm")
+    return read_json(aclm / "report.json")["added"] if aclm else c.generation.rounds * len(gold.train)
+
+
+def augment(c: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
+    name = silver_name(gold.language)
+    silver = load_split(name, "train", c.data_dir)
+    check_label_sets({"gold": gold.train, "silver": silver}, reference="gold")
+    wanted = silver_count(c, gold)
+    if set(gold.types) != {t for s in silver for t in s.entity_types}:
+        raise ValueError(f"{name} has types {sorted({t for s in silver for t in s.entity_types})}, "
+                         f"{c.dataset} has {gold.types}: the silver baseline needs the same label set")
+    chosen = random.Random(c.seed).sample(range(len(silver)), min(wanted, len(silver)))
+    return [kept_row(silver[i], [], silver_index=i) for i in chosen], {"requested": wanted, "kept": len(chosen)}

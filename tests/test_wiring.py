@@ -1,0 +1,133 @@
+"""How stages are wired: each sees only the config it declares, fingerprints cover exactly that and
+the content of its inputs, a grid cell is done only when its chain is current, and a new method is
+one module, one table entry and one YAML file."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from omegaconf.errors import ConfigAttributeError
+
+from aclm import layout, registry
+from aclm.grid import Cell
+from aclm.io import read_json
+from aclm.layout import RunLayout
+from aclm.methods import run_method
+from aclm.paths import PROJECT_ROOT
+from aclm.stages import STAMP, stage
+from conftest import FAST
+
+
+def stamps(cfg, *names) -> dict[str, str]:
+    run = RunLayout.of(cfg)
+    return {n: (run.stage(n) / STAMP).read_text() for n in names if (run.stage(n) / STAMP).exists()}
+
+
+@pytest.fixture
+def sample_as_multiconer(tmp_path):
+    """The bundled English sample laid out as a data folder under the multiconer/en entry."""
+    for language in ("en", "de"):
+        folder = tmp_path / "data" / "multiconer" / language
+        folder.mkdir(parents=True)
+        for split, name in (("train", "train_full"), ("dev", "dev"), ("test", "test")):
+            shutil.copy(PROJECT_ROOT / "data" / "sample" / language / f"{split}.conll", folder / f"{name}.conll")
+    return tmp_path / "data"
+
+
+def test_a_stage_sees_only_the_config_it_reads(fast, tmp_path):
+    cfg = fast(tmp_path, "method=lwtr")
+
+    @stage("probe", reads=("lwtr", "seed"))
+    def probe(c, out):
+        assert c.lwtr.p == 0.3 and c.seed == 1 and c.data_dir          # declared keys and where data is
+        return {"daga": c.daga.epochs}                                   # undeclared: must raise
+
+    with pytest.raises(ConfigAttributeError):
+        probe(cfg)
+    assert not (RunLayout.of(cfg).stage("probe") / STAMP).exists()
+
+
+def test_changing_a_key_melm_reads_reruns_melm_and_nothing_before_it(fast, tmp_path):
+    cfg = fast(tmp_path, "method=melm")
+    run_method(cfg)
+    names = (layout.DATA, layout.S1, layout.AUGMENT, layout.S6, layout.S7, layout.S7_EVAL)
+    before = stamps(cfg, *names)
+    run_method(cfg)
+    assert stamps(cfg, *names) == before                                 # current: no work
+    changed = fast(tmp_path, "method=melm", "generator.label_token_init.PER=human")
+    run_method(changed)
+    after = stamps(cfg, *names)
+    assert after[layout.DATA] == before[layout.DATA] and after[layout.S1] == before[layout.S1]
+    assert all(after[n] != before[n] for n in (layout.AUGMENT, layout.S6, layout.S7, layout.S7_EVAL))
+    unrelated = fast(tmp_path, "method=melm", "generator.label_token_init.PER=human", "daga.epochs=7",
+                     "keywords.p=0.5", "lwtr.p=0.9")
+    run_method(unrelated)
+    assert stamps(cfg, *names) == after                                  # keys MELM does not read
+
+
+def test_editing_a_test_file_reruns_only_the_scoring(fast, tmp_path, sample_as_multiconer):
+    cfg = fast(tmp_path, "dataset=multiconer/en", "gold=full", f"data_dir={sample_as_multiconer}")
+    run_method(cfg)
+    names = (layout.DATA, layout.S1, layout.S1_EVAL)
+    before = stamps(cfg, *names)
+    test_file = sample_as_multiconer / "multiconer" / "en" / "test.conll"
+    test_file.write_text(test_file.read_text(encoding="utf-8") + "\nextra\tO\nline\tO\n", encoding="utf-8")
+    run_method(cfg)
+    after = stamps(cfg, *names)
+    assert after[layout.DATA] == before[layout.DATA] and after[layout.S1] == before[layout.S1]
+    assert after[layout.S1_EVAL] != before[layout.S1_EVAL]
+    result = read_json(RunLayout.of(cfg).result_path)
+    assert result["sizes"]["test:multiconer/en"] == len(test_file.read_text().strip().split("\n\n"))
+
+
+def test_a_grid_cell_is_done_only_when_its_chain_is_current(fast, tmp_path, sample_as_multiconer):
+    setting = ["dataset=multiconer/en", "gold=full", f"data_dir={sample_as_multiconer}"]
+    cfg = fast(tmp_path, *setting)
+    run_method(cfg)                                                      # a run made with other settings
+    fast_overrides = [o for o in FAST if not o.startswith("profile=")]
+    cell = Cell("tiny", "multiconer/en", "full", "gold_only", 1, str(tmp_path),
+                overrides=(*fast_overrides, f"data_dir={sample_as_multiconer}", "test_datasets=[multiconer/de]"))
+    assert cell.result_path.exists() and not cell.is_done()
+    s1 = stamps(cfg, layout.S1)
+    run_method(cell.config())
+    assert cell.is_done() and stamps(cfg, layout.S1) == s1               # only the scoring re-ran
+    assert "multiconer/de" in read_json(cell.result_path)["test"]
+
+
+TOY_MODULE = '''
+from aclm.augmentation import kept_row
+
+
+def augment(c, gold):
+    """Every gold sentence, repeated c.toy.copies times."""
+    rows = [kept_row(s, [i], round=r) for r in range(c.toy.copies) for i, s in enumerate(gold.train)]
+    return rows, {"generated": len(rows), "kept": len(rows)}
+'''
+
+
+def test_a_toy_method_added_as_the_readme_says(fast, tmp_path, monkeypatch):
+    (tmp_path / "toy_method.py").write_text(TOY_MODULE)                  # 1. one module
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yaml = tmp_path / "toy.yaml"                                         # 3. its YAML, with its own section
+    yaml.write_text("toy:\n  copies: 2\n")
+    monkeypatch.setitem(registry.METHODS, "toy", registry.Method(      # 2. one table entry
+        "toy", "repeats the gold data", "augment", reads=("toy",), augment="toy_method:augment", config_file=yaml))
+    cfg = fast(tmp_path / "runs", "method=toy")
+    done = run_method(cfg)
+    result = read_json(done[layout.S7_EVAL] / "result.json")
+    assert result["method"] == "toy" and result["augmentation"]["generation"]["generated"] == 2 * 60
+    assert result["config"]["toy"] == {"copies": 2}
+    assert run_method(fast(tmp_path / "runs", "method=toy", "toy.copies=1"))[layout.AUGMENT] == done[layout.AUGMENT]
+    assert read_json(done[layout.AUGMENT] / STAMP)["facts"]["generated"] == 60     # the override re-ran it
+    assert Cell("tiny", "sample/en", "full", "toy", 1, "runs").phase == 1
+
+
+def test_the_method_table_lists_every_method():
+    out = subprocess.run([sys.executable, "scripts/run_method.py", "--list"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    listed = [line.split()[0] for line in out.splitlines()]
+    assert listed == list(registry.METHODS)
+    assert "needs aclm" in next(line for line in out.splitlines() if line.startswith("wikineural"))
