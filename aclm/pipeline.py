@@ -30,7 +30,7 @@ from aclm import layout
 from aclm.config import model_path
 from aclm.data import TaggedSentence, read_conll, write_conll
 from aclm.diversity import diversity
-from aclm.generator import finetune, language_code, load_generator
+from aclm.finetuning import finetune, language_code, load_generator
 from aclm.io import read_json, read_jsonl, write_json, write_jsonl
 from aclm.keywords import NEEDS_ATTENTION, extract_keywords
 from aclm.postprocess import filter_augmentations

@@ -27,7 +27,7 @@ from aclm.augmentation import Gold, kept_row
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
-from aclm.generator import language_code, load_generator, training_arguments
+from aclm.finetuning import language_code, load_generator, training_arguments
 from aclm.tokens import add_tokens
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 

@@ -16,7 +16,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenize
 
 from aclm.config import model_path
 from aclm.data import TaggedSentence
-from aclm.generator import add_label_tokens
+from aclm.finetuning import add_label_tokens
 from aclm.templates import linearize
 from aclm.tokens import add_tokens
 

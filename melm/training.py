@@ -24,7 +24,7 @@ from transformers import (DataCollatorForLanguageModeling, DataCollatorForTokenC
                           TrainingArguments)
 
 from aclm.config import MELMConfig
-from aclm.generator import precision_flags
+from aclm.finetuning import precision_flags
 from melm.encoding import Encoded
 
 log = logging.getLogger("melm.training")

@@ -25,7 +25,7 @@ from aclm.config import load_config, model_path
 from aclm.data import TaggedSentence, read_conll
 from aclm.datasets import load_split
 from aclm.generation import Job, decode_jobs, nearest_neighbours
-from aclm.generator import language_code, load_generator
+from aclm.finetuning import language_code, load_generator
 from aclm.keywords import extract_keywords
 from aclm.templates import dynamic_mask, label_tokens, render, skeleton
 
@@ -79,7 +79,7 @@ def main() -> None:
         figures[f"retrieval_{n // 1000}k_seconds"] = seconds
         figures[f"retrieval_{n // 1000}k_sentences_per_s"] = n / seconds
 
-    from aclm.generator import add_label_tokens
+    from aclm.finetuning import add_label_tokens
 
     add_label_tokens(model, gen_tok, types, {})
     jobs = [Job(i, 0, None, t) for i, t in enumerate(templates[:args.generate])]

@@ -41,7 +41,7 @@ def test_code_mode_with_fewer_rounds_than_mixed_rounds_mixes_every_round_from_th
 
 def test_templates_are_cut_only_at_the_generators_limit_and_counted(tiny_models):
     from aclm.generation import input_limit, truncated_jobs
-    from aclm.generator import load_generator
+    from aclm.finetuning import load_generator
 
     model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
     limit = input_limit(model, tokenizer)
@@ -154,7 +154,7 @@ def test_entity_free_and_consistency_filters():
 
 
 def test_label_tokens_start_from_related_words(tiny_models):
-    from aclm.generator import add_label_tokens, load_generator
+    from aclm.finetuning import add_label_tokens, load_generator
 
     model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
     before = len(tokenizer)

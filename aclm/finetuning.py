@@ -23,7 +23,7 @@ from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForS
 from aclm.templates import Piece, dynamic_mask, label_tokens, render
 from aclm.tokens import add_tokens
 
-log = logging.getLogger("aclm.generator")
+log = logging.getLogger("aclm.finetuning")
 
 
 def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
