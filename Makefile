@@ -14,8 +14,12 @@ METHOD  ?= aclm
 ARGS    ?=
 SETTING  = profile=$(PROFILE) dataset=$(DATASET) gold=$(GOLD) seed=$(SEED) $(ARGS)
 TINY     = models/tiny/manifest.json
+MINI_GEN = models/mini/manifest.json
+DATA_ENV = ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}
+# the mini profile's generator is pretrained here (make mini-generator): runs of that profile need it first
+PROFILE_MODELS = $(if $(filter mini,$(PROFILE)),$(MINI_GEN))
 
-.PHONY: setup test demo tiny-models splits gold aclm run bench clean
+.PHONY: setup test demo tiny-models mini-generator splits gold aclm run bench clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -29,10 +33,15 @@ $(TINY):
 
 tiny-models: $(TINY)  ## small random-weight models of the paper's architectures (offline)
 
+$(MINI_GEN):
+	$(DATA_ENV) $(PYTHON) scripts/pretrain_generator.py --out models/mini
+
+mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal text (~10 min, 2 cores)
+
 test:  ## the test suite (offline; integration tests read ACLM_DATA_DIR or ../shared/data when present)
 	$(PYTHON) -m pytest
 
-demo: $(TINY)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~6 min)
+demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~6 min)
 	ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)} $(PYTHON) scripts/demo.py
 
 splits:  ## stratified low-resource samples of DATASET into splits/DATASET
@@ -41,10 +50,10 @@ splits:  ## stratified low-resource samples of DATASET into splits/DATASET
 gold:  ## S0 + S1: the gold sample and the Gold-only model, evaluated
 	$(PYTHON) scripts/train_ner.py $(SETTING)
 
-aclm:  ## the whole ACLM pipeline (S1-S7) for one setting
+aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
 	$(PYTHON) scripts/run_method.py method=aclm $(SETTING)
 
-run:  ## any method (gold_only aclm aclm_random aclm_only_entity lwtr daga mulda melm wikineural)
+run: $(PROFILE_MODELS)  ## any method (gold_only aclm aclm_random aclm_only_entity lwtr daga mulda melm wikineural)
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
 bench: $(TINY)  ## throughput of each stage with the tiny models on this machine
@@ -86,6 +95,9 @@ reproduce-table%:  ## run a paper table's grid (make -j N passes through), then 
 
 reproduce-melm_table%:  ## the same for MELM's CoNLL tables
 	$(call reproduce_grid,melm_table$*)
+
+reproduce-mini_table%: $(PROFILE_MODELS)  ## a CPU-sized miniature (configs/grids/mini_table1.yaml, PROFILE=mini)
+	$(call reproduce_grid,mini_table$*)
 
 aggregate-table%:  ## print and write a table from the runs there are (no runs started)
 	$(PYTHON) scripts/aggregate.py table$* $(GRID_ARGS) --out $(RESULTS)

@@ -29,6 +29,26 @@ def tiny_models() -> Path:
 
 
 @pytest.fixture(scope="session")
+def mini_generator(shared_data) -> Path:
+    """Build (or reuse) models/mini/mbart-large-50, the pretrained small mBART-50 the mini profile points at.
+
+    The first build pretrains it on the WikiNEuRal text of the data folder (about 10 minutes on 2 cores,
+    `make mini-generator`); later sessions find its manifest and reuse it.
+    """
+    from aclm.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, pretrain_generator
+
+    if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
+        pytest.skip(f"the mini generator's pretraining text (wikineural/*/silver.conllu) is not in {shared_data}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)  # one large model: unlike the tiny ones, it gains from threads
+    try:
+        pretrain_generator(DEFAULT_OUT_DIR, shared_data)
+    finally:
+        torch.set_num_threads(threads)
+    return Path(DEFAULT_OUT_DIR) / MODEL_NAME
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "multiconer" / "en" / "train_full.conll").exists():
         pytest.skip(f"real data not found at {SHARED_DATA} (set ACLM_DATA_DIR to run the integration tests)")

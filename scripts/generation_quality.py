@@ -1,0 +1,128 @@
+#!/usr/bin/env python
+"""How good is the generator inside a method? Shares of its generations, read from a run's files.
+
+    python scripts/generation_quality.py method=aclm profile=mini gold=100 seed=1 [data_dir=... run_dir=...]
+    python scripts/generation_quality.py method=mulda profile=mini gold=100 seed=1 --json quality.json
+
+Runs the method's stages up to S6 (each skipped when current, as run_method.py
+would run them; S7 is not needed), then reads the generation stage's
+generations.jsonl and S6's report.json.
+
+ACLM (S5 rows, one per template and round), as shares of all generations:
+  well_formed      the generation parses back (S5 status "kept": label tokens
+                   paired, known types, no unfilled mask, not a repeat)
+  keeps_entities   ... and every entity of the source sentence (its words and
+                   type) is an entity of the parsed generation
+  keeps_template   ... and every entity of the template, the mixner partner's
+                   too, is there
+  not_copy         ... and its words are not those of the source (or partner)
+  new_word         ... and it has a word that is in neither the template nor a label
+  usable           well_formed, keeps_entities and not_copy together
+and Diversity-E/N/L of the augmentations S6 kept (aclm/diversity.py).
+
+Methods that generate from scratch (DAGA, MulDA) have no source sentence: their
+shares come from the counts of their generation stage (finished, well-formed,
+not a copy of a training sentence, not a repeat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from aclm import layout
+from aclm.cli import main_guard, parse, stage_parser
+from aclm.data import TaggedSentence
+from aclm.io import read_json, read_jsonl
+from aclm.layout import RunLayout
+from aclm.postprocess import too_similar
+from aclm.stages import STAMP
+
+EXAMPLES = 5
+
+
+def entities(tokens: list[str], tags: list[str]) -> Counter:
+    """The entities of a sentence as a multiset of (words, type)."""
+    return Counter((tuple(tokens[a:b]), etype) for a, b, etype in TaggedSentence(tokens, tags).spans())
+
+
+def aclm_shares(rows: list[dict], sources: list[dict]) -> tuple[dict, list[dict]]:
+    """The shares of the docstring over S5's rows; ``sources`` are S3's train rows (tokens, tags)."""
+    counts = Counter()
+    examples = []
+    for row in rows:
+        counts["generated"] += 1
+        if row["status"] != "kept":
+            counts[f"status_{row['status'].split(':')[0]}"] += 1
+            continue
+        counts["well_formed"] += 1
+        src = sources[row["source"]]
+        partner = sources[row["partner"]] if row.get("partner") is not None else None
+        got = entities(row["tokens"], row["tags"])
+        own = entities(src["tokens"], src["tags"])
+        template = own + (entities(partner["tokens"], partner["tags"]) if partner else Counter())
+        keeps, keeps_all = not (own - got), not (template - got)
+        copies = [TaggedSentence(s["tokens"], s["tags"]) for s in (src, partner) if s]
+        copy = too_similar(TaggedSentence(row["tokens"], row["tags"]), copies, 1.0)
+        template_words = set(row["template"].split())
+        new = any(w not in template_words for w in row["tokens"])
+        counts["keeps_entities"] += keeps
+        counts["keeps_template"] += keeps_all
+        counts["not_copy"] += not copy
+        counts["new_word"] += new
+        counts["usable"] += keeps and not copy
+        if keeps and not copy and len(examples) < EXAMPLES:
+            examples.append({"source": " ".join(src["tokens"]), "partner": " ".join(partner["tokens"]) if partner else None,
+                             "template": row["template"], "generation": row["generation"]})
+    n = counts["generated"]
+    shares = {k: round(counts[k] / n, 4) for k in ("well_formed", "keeps_entities", "keeps_template", "not_copy",
+                                                   "new_word", "usable")} if n else {}
+    return {"counts": dict(counts), "shares": shares}, examples
+
+
+def scratch_shares(facts: dict) -> dict:
+    """DAGA/MulDA: shares of the generated samples from their stage's counts."""
+    n = facts.get("generated", 0)
+    if not n:
+        return {"counts": facts, "shares": {}}
+    well_formed = n - facts.get("dropped_truncated", 0) - facts.get("dropped_invalid", 0)
+    not_copy = well_formed - facts.get("dropped_training_duplicate", 0)
+    return {"counts": facts, "shares": {"finished": round((n - facts.get("dropped_truncated", 0)) / n, 4),
+                                        "well_formed": round(well_formed / n, 4),
+                                        "not_copy": round(not_copy / n, 4),
+                                        "kept_new": round((not_copy - facts.get("dropped_duplicate", 0)) / n, 4)}}
+
+
+def quality(method_dir: Path) -> dict:
+    s5 = method_dir / layout.S5
+    report = read_json(method_dir / layout.S6 / layout.REPORT)
+    if (s5 / layout.GENERATIONS).exists():
+        rows = read_jsonl(s5 / layout.GENERATIONS)
+        sources = read_jsonl(method_dir / layout.S3 / "train.jsonl")
+        out, examples = aclm_shares(rows, sources)
+    else:
+        out, examples = scratch_shares(read_json(method_dir / layout.AUGMENT / STAMP)["facts"]), []
+    out["s6_added"] = report["added"]
+    out["diversity"] = report["diversity"]
+    return {"method_dir": str(method_dir), **out, "examples": examples}
+
+
+def main() -> None:
+    parser = stage_parser(__doc__)
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--no-run", action="store_true", help="only read the run's files; run no stage")
+    args, cfg = parse(parser)
+    if not args.no_run:
+        from aclm.methods import run_method
+
+        run_method(cfg, until=layout.S6)
+    result = {"generator": cfg.generator.model, **quality(RunLayout.of(cfg).method_dir)}
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main_guard(main)

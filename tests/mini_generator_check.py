@@ -1,0 +1,124 @@
+"""The mini profile's generator knows language (make mini-generator; aclm/pretraining.py).
+
+Not yet part of `make test`: with the current 2000-step build (held-out denoising
+token accuracy 0.566) the fine-tuned generator still leaves unpaired label tokens
+in some outputs, so the first check fails. Run it by hand while tuning the build:
+    pytest tests/mini_generator_check.py
+
+S4 fine-tunes it, with the mini profile's settings, on templates of the bundled
+English sample (S2's released random keywords, S3's skeletons); S5's decoding
+then turns hand-written templates it never saw into sentences that parse, keep
+every entity with its type, and fill the masks with words of their own.  The
+tiny random generator, fine-tuned the same way, fails the same check (the last
+test): the check measures the pretraining.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from aclm.config import load_config
+from aclm.data import TaggedSentence, read_conll
+from aclm.generation import build_jobs, decode_jobs
+from aclm.finetuning import finetune, language_code, load_generator
+from aclm.keywords import select_random_released
+from aclm.paths import PROJECT_ROOT
+from aclm.templates import MalformedGeneration, label_tokens, linearize, parse_generation, skeleton
+
+SAMPLE = PROJECT_ROOT / "data" / "sample" / "en"
+TYPES = ["CORP", "CW", "GRP", "LOC", "PER", "PROD"]
+ROUNDS = 2
+
+
+def tagged(text: str) -> TaggedSentence:
+    """``[PER jane austen] wrote ...`` -> words and BIO tags."""
+    tokens, tags, etype = [], [], None
+    for word in text.split():
+        if word.startswith("["):
+            etype, first = word[1:], True
+            continue
+        closing = word.endswith("]")
+        word = word.rstrip("]")
+        tokens.append(word)
+        tags.append("O" if etype is None else ("B-" if first else "I-") + etype)
+        first = False
+        if closing:
+            etype = None
+    return TaggedSentence(tokens, tags)
+
+
+# Hand-written templates (none is in the sample): sentence, and the words kept as keywords.
+HELD_OUT = [
+    ("the novel was written by [PER jane austen] and published in [LOC london] .", {"novel", "written", "published"}),
+    ("[CORP nokia] released the [PROD lumia 920] in [LOC finland] last year .", {"released", "year"}),
+    ("[GRP the rolling stones] played a concert in [LOC paris] on friday .", {"played", "concert"}),
+    ("he starred in the film [CW the dark knight] directed by [PER christopher nolan] .", {"starred", "film"}),
+    ("[PER maria lopez] is a professor at the university of [LOC madrid] .", {"professor", "university"}),
+    ("the [GRP boston celtics] won the final against the [GRP los angeles lakers] .", {"won", "final"}),
+]
+
+
+def entities(s: TaggedSentence) -> Counter:
+    return Counter((tuple(s.tokens[a:b]), etype) for a, b, etype in s.spans())
+
+
+def finetune_and_generate(model: Path, work: Path, *overrides: str) -> list[tuple[TaggedSentence, str, str]]:
+    """S3-S5 with the mini profile's settings: (template sentence, template, generation) per held-out round."""
+    cfg = load_config(["profile=mini", f"generator.model={model}", *overrides])
+
+    def templates(sentences: list[TaggedSentence]):
+        keywords = [select_random_released(s.tokens, s.tags, cfg.keywords.p, cfg.keywords.rule, random.Random(i))
+                    for i, s in enumerate(sentences)]
+        return ([skeleton(s, k) for s, k in zip(sentences, keywords)],
+                [" ".join(linearize(s.tokens, s.tags)) for s in sentences])
+
+    train, dev = read_conll(SAMPLE / "train.conll"), read_conll(SAMPLE / "dev.conll")
+    out = work / "s4"
+    finetune(cfg.generator, templates(train), templates(dev), {"train": ["en"] * len(train), "dev": ["en"] * len(dev)},
+             TYPES, out, work / "checkpoints", 1, torch.device("cpu"))
+
+    sentences = [tagged(text) for text, _ in HELD_OUT]
+    skeletons = [skeleton(s, [i for i, w in enumerate(s.tokens) if w in keep and s.tags[i] == "O"])
+                 for s, (_, keep) in zip(sentences, HELD_OUT)]
+    generator, tokenizer = load_generator(str(out), "en")
+    jobs = build_jobs(skeletons, [[None] * ROUNDS for _ in skeletons], tokenizer.mask_token, 1)
+    outputs = decode_jobs(generator, tokenizer, jobs, cfg.generation, label_tokens(TYPES),
+                          [language_code(tokenizer, "en")] * len(jobs), 1, torch.device("cpu"))
+    return [(sentences[job.source], job.template, text) for job, text in zip(jobs, outputs)]
+
+
+def failures(results: list[tuple[TaggedSentence, str, str]]) -> list[str]:
+    """Why each generation fails the check (an empty list: every one passes)."""
+    found = []
+    for sentence, template, text in results:
+        try:
+            parsed = parse_generation(text, TYPES)
+        except MalformedGeneration as err:
+            found.append(f"malformed ({err.reason}): {text!r} from {template!r}")
+            continue
+        lost = entities(sentence) - entities(parsed)
+        if lost:
+            found.append(f"lost {sorted(lost)}: {text!r} from {template!r}")
+        elif not set(parsed.tokens) - set(template.split()):
+            found.append(f"no word of its own: {text!r} from {template!r}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def mini_results(mini_generator, tmp_path_factory):
+    return finetune_and_generate(mini_generator, tmp_path_factory.mktemp("mini_s4"))
+
+
+def test_the_fine_tuned_mini_generator_keeps_every_entity_and_writes_words_of_its_own(mini_results):
+    assert len(mini_results) == len(HELD_OUT) * ROUNDS
+    assert failures(mini_results) == []
+
+
+def test_the_tiny_random_generator_fails_the_same_check(tiny_models, tmp_path):
+    results = finetune_and_generate(tiny_models / "mbart-large-50", tmp_path)
+    assert len(failures(results)) > len(results) // 2

@@ -1,0 +1,114 @@
+"""The mini generator's pretraining (aclm/pretraining.py): mBART's noise, the batches, determinism, resuming."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import MBart50TokenizerFast
+
+from aclm import pretraining as pt
+from aclm.tiny_models import build_mbart50
+
+
+def test_text_infilling_masks_35_percent_of_the_words_in_spans_one_mask_each():
+    words = [f"w{i}" for i in range(20)]
+    masked_words = spans = 0
+    for seed in range(300):
+        out = pt.mask_spans(words, np.random.default_rng(seed), "<mask>", 0.35, 3.5)
+        kept = [w for w in out if w != "<mask>"]
+        assert kept == [w for w in words if w in kept]                   # the kept words, in order
+        assert all(not (a == b == "<mask>") for a, b in zip(out, out[1:]))   # one mask per span, never two in a row
+        masked_words += len(words) - len(kept)
+        spans += out.count("<mask>")
+    assert masked_words == 300 * 7                                       # round(0.35 * 20) every time
+    assert 1.5 < masked_words / spans < 3.5                              # Poisson(3.5) spans, some of length 0
+    assert pt.mask_spans(["one"], np.random.default_rng(0)) == ["one"]   # nothing to mask in one word
+
+
+def test_a_span_of_length_zero_inserts_a_mask_between_neighbours():
+    words = list("abcdefghijklmnopqrst")
+    insertions = 0
+    for seed in range(100):
+        out = pt.mask_spans(words, np.random.default_rng(seed))
+        for before, mask, after in zip(out, out[1:], out[2:]):
+            insertions += mask == "<mask>" and "<mask>" not in (before, after) \
+                and words.index(after) == words.index(before) + 1
+    assert insertions > 0                                  # Poisson(3.5) gives 0 about 3% of the time
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> MBart50TokenizerFast:
+    folder = tmp_path_factory.mktemp("mbart")
+    build_mbart50(folder, ["the quick brown fox jumps over the lazy dog", "der schnelle braune fuchs"] * 20, 0)
+    return MBart50TokenizerFast.from_pretrained(folder)
+
+
+def test_the_collator_writes_the_language_code_on_source_and_target(tokenizer):
+    collator = pt.DenoisingCollator(tokenizer, seed=3)
+    features = [{"index": 0, "code": "en_XX", "words": "the quick brown fox jumps over the lazy dog".split()},
+                {"index": 1, "code": "de_DE", "words": "der schnelle braune fuchs".split()}]
+    batch = collator(features)
+    code = tokenizer.convert_tokens_to_ids
+    for row, features_row in enumerate(features):
+        labels = [i for i in batch["labels"][row].tolist() if i != -100]
+        source = batch["input_ids"][row][batch["attention_mask"][row].bool()].tolist()
+        assert labels[0] == source[0] == code(features_row["code"])
+        assert labels[-1] == source[-1] == tokenizer.eos_token_id
+        assert tokenizer.decode(labels, skip_special_tokens=True) == " ".join(features_row["words"])
+    assert tokenizer.mask_token_id in batch["input_ids"][0].tolist()
+    again = pt.DenoisingCollator(tokenizer, seed=3)(features[::-1])      # a sentence's masks: its own, any batch
+    assert torch.equal(again["input_ids"][1][again["attention_mask"][1].bool()],
+                       batch["input_ids"][0][batch["attention_mask"][0].bool()])
+
+
+def test_length_grouped_batches_are_seeded_per_epoch_and_similar_in_length():
+    lengths = [int(n) for n in np.random.default_rng(0).integers(3, 60, size=1000)]
+    sampler = pt.LengthGroupedSampler(lengths, batch_size=32, seed=1, window=10)
+    first = list(sampler)
+    assert sorted(first) == list(range(1000)) and first == list(sampler)
+    sampler.set_epoch(1)
+    assert list(sampler) != first
+    batches = [first[k:k + 32] for k in range(0, 1000, 32)]
+    spread = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches[:-1]])
+    assert spread < 10                                                  # random batches would spread over ~50
+
+
+def micro() -> dict:
+    """A miniature build on the English text: a few steps of a tiny model (seconds)."""
+    return {"languages": ["en"], "vocab_size": 400, "heldout_share": 0.005,
+            "config": {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                       "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32},
+            "train": {"steps": 6, "batch_size": 8, "warmup_steps": 1, "save_steps": 3}}
+
+
+def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_killed(shared_data, tmp_path,
+                                                                                        monkeypatch):
+    if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
+        pytest.skip("no WikiNEuRal text in the data folder")
+    whole, rebuilt = pt.pretrain_generator(tmp_path / "a", shared_data, spec=micro())
+    assert rebuilt and whole["steps"] == 6 and whole["resumed_from_step"] == 0
+    assert whole["text"]["sentences"]["en"]["in_benchmark"] > 0        # MultiCoNER sentences are left out
+    assert 0 < whole["heldout"]["all"]["token_accuracy"] < 1
+    assert pt.pretrain_generator(tmp_path / "a", shared_data, spec=micro()) == (whole, False)
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_the_first_checkpoint(self, args, state, control, **kwargs):
+        if state.global_step == 4:
+            raise Killed()
+
+    with monkeypatch.context() as m:
+        m.setattr(pt.SetEpoch, "on_step_end", kill_after_the_first_checkpoint, raising=False)
+        with pytest.raises(Killed):
+            pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro())
+    assert not (tmp_path / "b" / pt.MODEL_NAME).exists()               # nothing half-written in place
+    resumed, _ = pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro())
+    assert resumed["resumed_from_step"] == 3 and resumed["steps"] == 6
+    assert not (tmp_path / "b" / pt.WORK_NAME).exists()
+    a = load_file(tmp_path / "a" / pt.MODEL_NAME / "model.safetensors")
+    b = load_file(tmp_path / "b" / pt.MODEL_NAME / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed["heldout"] == whole["heldout"]
