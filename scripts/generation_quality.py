@@ -21,13 +21,13 @@ ACLM (S5 rows, one per template and round), as shares of all generations:
 and Diversity-E/N/L of the augmentations S6 kept (aclm/diversity.py).
 
 Methods that generate from scratch (DAGA, MulDA) have no source sentence: their
-shares come from the counts of their generation stage (finished, well-formed,
-not a copy of a training sentence, not a repeat).
+shares come from the screening counts of their generation stage: finished (not
+cut off), well_formed (parses), not_copy (... and copies no training sentence),
+kept (... and repeats no earlier sample).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import Counter
 from pathlib import Path
@@ -83,16 +83,17 @@ def aclm_shares(rows: list[dict], sources: list[dict]) -> tuple[dict, list[dict]
 
 
 def scratch_shares(facts: dict) -> dict:
-    """DAGA/MulDA: shares of the generated samples from their stage's counts."""
+    """DAGA/MulDA: shares of the generated samples from their stage's screening counts."""
     n = facts.get("generated", 0)
     if not n:
         return {"counts": facts, "shares": {}}
-    well_formed = n - facts.get("dropped_truncated", 0) - facts.get("dropped_invalid", 0)
-    not_copy = well_formed - facts.get("dropped_training_duplicate", 0)
-    return {"counts": facts, "shares": {"finished": round((n - facts.get("dropped_truncated", 0)) / n, 4),
+    malformed = sum(v for k, v in facts.items() if k.startswith("malformed_"))
+    well_formed = n - malformed
+    not_copy = well_formed - facts.get("copy", 0)
+    return {"counts": facts, "shares": {"finished": round(1 - facts.get("malformed_truncated", 0) / n, 4),
                                         "well_formed": round(well_formed / n, 4),
                                         "not_copy": round(not_copy / n, 4),
-                                        "kept_new": round((not_copy - facts.get("dropped_duplicate", 0)) / n, 4)}}
+                                        "kept": round(facts.get("kept", 0) / n, 4)}}
 
 
 def quality(method_dir: Path) -> dict:
