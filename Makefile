@@ -15,11 +15,12 @@ ARGS    ?=
 SETTING  = profile=$(PROFILE) dataset=$(DATASET) gold=$(GOLD) seed=$(SEED) $(ARGS)
 TINY     = models/tiny/manifest.json
 MINI_GEN = models/mini/manifest.json
+PAPER_SHAPE = models/paper_shape/manifest.json
 DATA_ENV = ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}
 # the mini profile's generator is pretrained here (make mini-generator): runs of that profile need it first
-PROFILE_MODELS = $(if $(filter mini,$(PROFILE)),$(MINI_GEN))
+PROFILE_MODELS = $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
 
-.PHONY: setup test demo tiny-models mini-generator splits gold aclm run bench clean
+.PHONY: setup test demo tiny-models mini-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -35,6 +36,13 @@ tiny-models: $(TINY)  ## small random-weight models of the paper's architectures
 
 $(MINI_GEN):
 	$(DATA_ENV) $(PYTHON) scripts/pretrain_generator.py --out models/mini
+
+# the tokenizers learn from MultiCoNER en's train text where it is there (realistic sequence lengths)
+$(PAPER_SHAPE):
+	text=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}/multiconer/en/train_full.conll; \
+	$(PYTHON) scripts/build_tiny_models.py --shape paper $$([ -f $$text ] && echo --text $$text)
+
+paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes (6.9 GB, about 1 min)
 
 mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal text (~10 min, 2 cores)
 
@@ -56,11 +64,14 @@ aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
 run: $(PROFILE_MODELS)  ## any method (gold_only aclm aclm_random aclm_only_entity lwtr daga mulda melm wikineural)
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
-bench: $(TINY)  ## throughput of each stage with the tiny models on this machine
+bench: $(TINY)  ## throughput of S2/S3/retrieval/generation, and the released code's approach beside ours
 	OMP_NUM_THREADS=1 $(PYTHON) scripts/benchmark.py
 
+bench-paper-shape: $(PAPER_SHAPE)  ## one ACLM setting at paper size: time, memory, bytes per stage; Table 1 estimate
+	$(DATA_ENV) $(PYTHON) scripts/stage_costs.py $(ARGS)
+
 clean:
-	rm -rf runs models/tiny
+	rm -rf runs models/tiny models/paper_shape
 
 # --- Paper tables (configs/grids/<table>.yaml) ---------------------------------------------
 #   make reproduce-table1 PROFILE=paper -j 4            all of Table 1, then the table
@@ -98,6 +109,9 @@ reproduce-melm_table%:  ## the same for MELM's CoNLL tables
 
 reproduce-mini_table%: $(PROFILE_MODELS)  ## a CPU-sized miniature (configs/grids/mini_table1.yaml, PROFILE=mini)
 	$(call reproduce_grid,mini_table$*)
+
+prune-table%:  ## delete the S1 weights of the table's finished settings (a later run retrains S1)
+	$(PYTHON) scripts/grid.py prune table$* $(GRID_ARGS)
 
 aggregate-table%:  ## print and write a table from the runs there are (no runs started)
 	$(PYTHON) scripts/aggregate.py table$* $(GRID_ARGS) --out $(RESULTS)

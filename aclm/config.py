@@ -138,6 +138,11 @@ class AnalysisConfig:
 
 
 @dataclass
+class StorageConfig:
+    keep_models: bool = MISSING          # keep S4 generators and S7 taggers once their outputs are written
+
+
+@dataclass
 class SplitConfig:
     source: str = MISSING                # auto (released where shipped, else stratified) | released | stratified
     seed: int = MISSING                  # the stratified draw's seed (the run's seed varies training only)
@@ -168,6 +173,7 @@ class Config:
     daga: DAGAConfig = field(default_factory=DAGAConfig)
     melm: MELMConfig = field(default_factory=MELMConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
 
 CHOICES: dict[str, tuple] = {

@@ -223,11 +223,11 @@ def evaluate(c: DictConfig, out: Path, model_dir: Path, chain: tuple[Path, ...])
     return {"f1": main["f1"]}
 
 
-@stage(layout.S1_EVAL, reads=EVAL_READS, files=test_files)
+@stage(layout.S1_EVAL, reads=EVAL_READS, files=test_files, loads=(layout.S1,))
 def s1_eval_stage(c: DictConfig, out: Path, *chain: Path) -> dict:
     return evaluate(c, out, chain[-1], chain)
 
 
-@stage(layout.S7_EVAL, reads=EVAL_READS, files=test_files)
+@stage(layout.S7_EVAL, reads=EVAL_READS, files=test_files, loads=(layout.S7,))
 def s7_eval_stage(c: DictConfig, out: Path, *chain: Path) -> dict:
     return evaluate(c, out, chain[-1], chain)

@@ -34,16 +34,26 @@ def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
     return codes[0]
 
 
+#: A word added to a label token's init words, so that ``<b-x>`` and ``<i-x>`` start apart.
+POSITION_WORDS = {"b": "begin", "i": "inside"}
+
+
 def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
                      init_words: dict) -> list[str]:
-    """Add ``<b-x>``/``<i-x>`` per type; start each embedding at the mean embedding of its type's words.
+    """Add ``<b-x>``/``<i-x>`` per type; start each embedding at the mean embedding of its type's words
+    and of ``begin`` or ``inside``.
 
     ``init_words`` maps a type (any case) to the words naming it; a type it
-    does not name starts from its own name.  Returns every label token.
+    does not name starts from its own name.  Without the position word both
+    tokens of a type would start identical, and a small generator confuses
+    them: with the mini generator on en-100, 33% of S5's generations were kept
+    with it and 8-12% without (most of the rest had unpaired label tokens).
+    Returns every label token.
     """
     tokens = label_tokens(types)
     words_by_type = {k.lower(): v for k, v in init_words.items()}
-    add_tokens(model, tokenizer, tokens, {t: words_by_type.get(t[3:-1], t[3:-1]) for t in tokens})
+    add_tokens(model, tokenizer, tokens, {t: f"{words_by_type.get(t[3:-1], t[3:-1])} {POSITION_WORDS[t[1]]}"
+                                          for t in tokens})
     return tokens
 
 

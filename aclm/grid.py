@@ -67,9 +67,9 @@ from omegaconf import OmegaConf
 from aclm import registry
 from aclm.config import load_config
 from aclm.io import atomic_write_text, write_json
-from aclm.layout import FAILED, GOLD_ONLY, RunLayout, dataset_dir_name
+from aclm.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_name
 from aclm.methods import run_method
-from aclm.stages import Stale, planning
+from aclm.stages import Stale, planning, prune
 from aclm.paths import PROJECT_ROOT
 
 GRID_DIR = PROJECT_ROOT / "configs" / "grids"
@@ -326,6 +326,24 @@ def _sweep_points(block: Block, profile: str, method: str,
             variant = re.sub(r"[^\w.+-]", "_", f"{block.sweep_key}-{format_value(value)}")
             points.append((label, (f"{block.sweep_key}={format_value(value)}",), variant))
     return points
+
+
+def prune_finished_s1(cells: Sequence[Cell]) -> tuple[int, int]:
+    """Delete the S1 tagger weights of every setting whose cells (with their prerequisites) are all done.
+
+    Asked for by hand (``scripts/grid.py prune``): a later run that needs a pruned
+    S1 retrains it, and every result of that setting then counts as stale.
+    Returns (settings pruned, bytes freed).
+    """
+    settings: dict[Path, list[Cell]] = {}
+    for cell in with_prerequisites(cells):
+        settings.setdefault(cell.root, []).append(cell)
+    pruned = freed = 0
+    for root, group in settings.items():
+        if (root / S1).exists() and all(c.is_done() for c in group):
+            gone = prune(root / S1)
+            pruned, freed = pruned + bool(gone), freed + gone
+    return pruned, freed
 
 
 def with_prerequisites(cells: Sequence[Cell]) -> list[Cell]:

@@ -8,6 +8,10 @@ generation) or one ``augment`` stage running the method's function from the
 method table (:mod:`aclm.registry`).  Each stage gets the directories it
 reads as arguments; :func:`aclm.stages.stage` skips it when nothing it reads
 changed.
+
+Unless ``storage.keep_models``, the S4 generator's weights are deleted once
+S5 has written its generations and the S7 tagger's once it is scored
+(:func:`aclm.stages.prune`); a later stage that needs them again rebuilds them.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from aclm.datasets import get_spec
 from aclm.io import write_jsonl
 from aclm.layout import RunLayout
 from aclm.runtime import seed_everything, select_device
-from aclm.stages import stage
+from aclm.stages import Pruned, prune, stage
 
 
 def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = False) -> Path:
@@ -53,10 +57,20 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
     """
     method = registry.get(cfg.method)
     done: dict[str, Path] = {}
+    steps = {}
 
     def step(name: str, run, *upstream: Path) -> bool:
-        done[name] = run(cfg, *upstream, force=name == force)
+        steps[name] = lambda again=False: run(cfg, *upstream, force=again or name == force)
+        try:
+            done[name] = steps[name]()
+        except Pruned as gone:  # this stage must run and needs a deleted model: rebuild it, then run
+            steps[gone.stage_dir.name](True)
+            done[name] = steps[name]()
         return name == until
+
+    def drop_weights(name: str) -> None:
+        if not cfg.storage.keep_models:
+            prune(done[name])
 
     if step(layout.DATA, ex.data_stage) or step(layout.S1, ex.s1_stage, done[layout.DATA]):
         return done
@@ -70,6 +84,7 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
                 or step(layout.S4, pipeline.generator_stage, data, done[layout.S3])
                 or step(layout.S5, pipeline.generate_stage, data, done[layout.S3], done[layout.S4])):
             return done
+        drop_weights(layout.S4)
         generations = done[layout.S5]
     else:
         here = RunLayout.of(cfg)
@@ -82,6 +97,7 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
             or step(layout.S7, ex.s7_stage, data, done[layout.S6])):
         return done
     step(layout.S7_EVAL, ex.s7_eval_stage, *done.values())
+    drop_weights(layout.S7)
     return done
 
 

@@ -48,7 +48,7 @@ def gold(data: Path, split: str) -> list[TaggedSentence]:
 
 # --- S2 ----------------------------------------------------------------------------------
 
-@stage(layout.S2, reads=("keywords", "seed"))
+@stage(layout.S2, reads=("keywords", "seed"), loads=(layout.S1,))
 def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
     device = select_device(c.device)
     model = tokenizer = None
@@ -125,7 +125,7 @@ def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
 
 # --- S5 ----------------------------------------------------------------------------------
 
-@stage(layout.S5, reads=("generation", "seed"))
+@stage(layout.S5, reads=("generation", "seed"), loads=(layout.S4,))
 def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> dict:
     seed_everything(c.seed)
     device = select_device(c.device)
@@ -160,7 +160,7 @@ def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> 
 
 # --- S6 (shared) -------------------------------------------------------------------------
 
-@stage(layout.S6, reads=("method", "postprocess", "ner.eval_batch_size"))
+@stage(layout.S6, reads=("method", "postprocess", "ner.eval_batch_size"), loads=(layout.S1,))
 def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *s1: Path) -> dict:
     """Filter a generation stage's kept rows; write aug.conll, gold+aug.conll and report.json.
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import platform
 import random
+import threading
 import time
 from contextlib import contextmanager
 from importlib import metadata
 from typing import Iterator
 
 import numpy as np
+import psutil
 import torch
 
 log = logging.getLogger("aclm")
@@ -66,3 +68,41 @@ class Timings(dict):
         finally:
             self[name] = round(time.perf_counter() - start, 3)
             log.info("%s: %.1f s", name, self[name])
+
+
+class PeakMemory:
+    """The peak resident memory of this process (sampled) and CUDA's peak allocation, over a ``with`` block.
+
+    RSS is sampled every ``interval`` seconds by a thread (a stage's peak between
+    two samples can be missed); the CUDA figure is exact.
+    """
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.rss_mb = 0.0
+        self.cuda_mb: float | None = None
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while True:
+            self.rss_mb = max(self.rss_mb, process.memory_info().rss / 2**20)
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> "PeakMemory":
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self.cuda_mb = torch.cuda.max_memory_allocated() / 2**20
+
+    def facts(self) -> dict:
+        return {"peak_rss_mb": round(self.rss_mb, 1),
+                **({"cuda_peak_mb": round(self.cuda_mb, 1)} if self.cuda_mb is not None else {})}

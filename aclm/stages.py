@@ -13,6 +13,12 @@ stage's config and its inputs.
   that is itself a stage directory by its ``_stage.json``, so re-running one
   stage re-runs everything after it, and nothing before it.
 
+**Pruning.**  A finished stage's model weights can be deleted once what
+reads them is written (:func:`prune`, recorded in ``_pruned.json``): the
+stage stays current, so nothing re-runs for it.  A stage that declares it
+``loads`` an upstream stage's files and must run finds them pruned and raises
+:class:`Pruned`; the chain rebuilds that upstream stage first.
+
 ``planning()`` turns running into checking: inside it, the first stage that
 is not current raises :class:`Stale` instead of building, which is how a grid
 tells a finished run from one whose config or inputs changed.
@@ -34,8 +40,12 @@ from omegaconf import DictConfig, OmegaConf
 from aclm.config import config_hash, to_dict
 from aclm.io import atomic_dir, read_json, sha256_path, write_json
 from aclm.layout import RunLayout
+from aclm.runtime import PeakMemory
 
 STAMP = "_stage.json"
+PRUNED = "_pruned.json"
+#: Files :func:`prune` deletes: model weights (flair's ``best-model.pt``, HF's weight files).
+WEIGHT_PATTERNS = ("best-model.pt", "*.safetensors", "pytorch_model*.bin")
 #: In every stage's view of the config, never in its fingerprint: where things are, not what they are.
 ENVIRONMENT = ("data_dir", "run_dir", "device")
 log = logging.getLogger("aclm.stages")
@@ -44,6 +54,14 @@ _planning: ContextVar[bool] = ContextVar("planning", default=False)
 
 class Stale(Exception):
     """Raised in ``planning()`` by the first stage whose outputs are not current."""
+
+
+class Pruned(Exception):
+    """A stage that must run needs files of an upstream stage that were pruned."""
+
+    def __init__(self, stage_dir: Path) -> None:
+        super().__init__(f"{stage_dir} was pruned (its model weights deleted) and is needed again")
+        self.stage_dir = Path(stage_dir)
 
 
 @contextmanager
@@ -86,25 +104,55 @@ def fingerprint(config: Any, inputs: Sequence[Path]) -> str:
 def output_listing(out_dir: Path) -> dict[str, int]:
     """Every file a stage wrote, with its size, so a later deletion or truncation is noticed."""
     return {str(p.relative_to(out_dir)): p.stat().st_size
-            for p in sorted(out_dir.rglob("*")) if p.is_file() and p.name != STAMP}
+            for p in sorted(out_dir.rglob("*")) if p.is_file() and p.name not in (STAMP, PRUNED)}
+
+
+def pruned_files(out_dir: Path) -> dict[str, int]:
+    """The files :func:`prune` deleted from a stage directory, with their sizes (empty if none)."""
+    path = Path(out_dir) / PRUNED
+    return read_json(path) if path.exists() else {}
 
 
 def is_current(out_dir: Path, config: Any, inputs: Sequence[Path]) -> bool:
-    """The stamp matches the config and inputs, and every file it lists is there, whole."""
+    """The stamp matches the config and inputs, and every file it lists is there, whole, or was pruned."""
     stamp = Path(out_dir) / STAMP
     if not stamp.exists():
         return False
     info = read_json(stamp)
     return (info["fingerprint"] == fingerprint(config, inputs)
-            and output_listing(Path(out_dir)) == info.get("outputs"))
+            and {**output_listing(Path(out_dir)), **pruned_files(out_dir)} == info.get("outputs"))
+
+
+def prune(out_dir: Path, patterns: Sequence[str] = WEIGHT_PATTERNS) -> int:
+    """Delete a finished stage's files matching ``patterns``; returns the bytes freed.
+
+    The stamp is left as it is (stages downstream hash it: they stay current);
+    ``_pruned.json`` records what went, so the stage still counts as current.
+    Inside ``planning()`` nothing is deleted.
+    """
+    out_dir = Path(out_dir)
+    if _planning.get():
+        return 0
+    if not (out_dir / STAMP).exists():
+        raise FileNotFoundError(f"{out_dir} is not a finished stage")
+    sizes = {str(p.relative_to(out_dir)): p.stat().st_size
+             for pattern in patterns for p in out_dir.rglob(pattern) if p.is_file()}
+    if sizes:
+        write_json(out_dir / PRUNED, {**pruned_files(out_dir), **sizes})
+        for name in sizes:
+            (out_dir / name).unlink()
+        log.info("pruned %s: %.1f MB of model weights", out_dir, sum(sizes.values()) / 1e6)
+    return sum(sizes.values())
 
 
 def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
-              build: Callable[[Path], dict | None], force: bool = False) -> bool:
+              build: Callable[[Path], dict | None], force: bool = False, loads: Sequence[Path] = ()) -> bool:
     """Run ``build(scratch_dir)`` unless ``out_dir`` is current; returns whether it ran.
 
     ``build`` writes its files into the scratch directory and may return a
-    dict of facts (counts, timings) recorded in the stamp.
+    dict of facts (counts, timings) recorded in the stamp.  ``loads`` are the
+    input stage directories whose files it opens: if one was pruned,
+    :class:`Pruned` is raised before anything runs.
     """
     out_dir = Path(out_dir)
     inputs = [Path(p) for p in inputs]
@@ -116,15 +164,20 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
         return False
     if _planning.get():
         raise Stale(f"{name} is not current: {out_dir}")
+    for path in loads:
+        if pruned_files(path):
+            raise Pruned(path)
     log.info("%s: running -> %s", name, out_dir)
     start = time.perf_counter()
     with atomic_dir(out_dir) as scratch:
-        facts = build(scratch) or {}
+        with PeakMemory() as memory:
+            facts = build(scratch) or {}
         write_json(scratch / STAMP, {
             "stage": name,
             "fingerprint": fingerprint(config, inputs),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - start, 3),
+            "memory": memory.facts(),
             "inputs": [str(p) for p in inputs],
             "config": to_dict(config),
             "facts": facts,
@@ -134,13 +187,15 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
     return True
 
 
-def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], list[Path]] | None = None):
+def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], list[Path]] | None = None,
+          loads: Sequence[str] = ()):
     """Declare a stage: ``@stage("s2_keywords", reads=("keywords", "seed"))`` over ``build(c, out, *upstream)``.
 
     The decorated function is called as ``fn(cfg, *upstream_dirs, force=False)``
     and returns its output directory.  ``build`` gets the view ``c`` of the
     keys it ``reads``, the scratch directory and the upstream directories;
-    ``files(c)`` names raw input files (data, test sets) hashed with them.
+    ``files(c)`` names raw input files (data, test sets) hashed with them;
+    ``loads`` names the upstream stages whose models it opens (see :func:`prune`).
     """
     def wrap(build: Callable[..., dict | None]) -> Callable[..., Path]:
         @functools.wraps(build)
@@ -148,10 +203,11 @@ def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], li
             c = view(cfg, reads)
             out = RunLayout.of(cfg).stage(name)
             inputs = [*upstream, *(files(c) if files else [])]
-            run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, *upstream), force=force)
+            run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, *upstream), force=force,
+                      loads=[d for d in upstream if Path(d).name in loads])
             return out
 
-        run.stage_name, run.reads = name, tuple(reads)
+        run.stage_name, run.reads, run.loads = name, tuple(reads), tuple(loads)
         return run
 
     return wrap

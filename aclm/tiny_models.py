@@ -6,6 +6,11 @@ architectures, tokenizer classes and special-token conventions as the real
 checkpoints (XLM-RoBERTa, mBART-50, a Sentence-BERT encoder, GPT-2), so the very
 same code paths are exercised; only the sizes differ and the weights are random.
 
+``shape="paper"`` builds the same families at the paper's exact dimensions
+(:data:`PAPER_SHAPE_SPECS`): random weights for measuring compute and memory
+at full size, never for results.  Their tokenizers are as small as the tiny
+ones; the embedding matrices have the real checkpoints' rows all the same.
+
 Each model is saved as an ordinary ``from_pretrained`` folder. Tokenizers are trained
 on local text and weights drawn from a fixed seed, so the same seed and text always
 yield byte-identical folders; a ``manifest.json`` records what was built so that
@@ -111,6 +116,44 @@ SPECS: dict[str, dict] = {
         "config": {"n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 256},
     },
 }
+
+
+#: Random-weight models with the dimensions of the paper's checkpoints (``embedding_rows``: the
+#: real vocabulary's rows, of which the small tokenizer uses the first ``vocab_size``).  Trained on
+#: MultiCoNER en's train text (make paper-shape-models), the 8k-piece tokenizer cuts English
+#: words into about as many pieces as the real ones do, so sequence lengths, and costs, match.
+PAPER_SHAPE_SPECS: dict[str, dict] = {
+    "xlm-roberta": {  # xlm-roberta-large (S1/S7 tagger, S2 attention)
+        "vocab_size": 8000, "embedding_rows": 250_002, "model_max_length": 512,
+        "config": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                   "intermediate_size": 4096, "max_position_embeddings": 514, "type_vocab_size": 1,
+                   "layer_norm_eps": 1e-5},
+    },
+    "xlm-roberta-base": {  # MELM's masked LM
+        "vocab_size": 8000, "embedding_rows": 250_002, "model_max_length": 512,
+        "config": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                   "intermediate_size": 3072, "max_position_embeddings": 514, "type_vocab_size": 1,
+                   "layer_norm_eps": 1e-5},
+    },
+    "mbart-large-50": {  # facebook/mbart-large-50: 250,054 rows = 250,001 pieces + 52 codes + <mask>
+        "vocab_size": 8000, "embedding_rows": 250_054, "model_max_length": 1024,
+        "config": {"d_model": 1024, "encoder_layers": 12, "decoder_layers": 12, "encoder_attention_heads": 16,
+                   "decoder_attention_heads": 16, "encoder_ffn_dim": 4096, "decoder_ffn_dim": 4096,
+                   "max_position_embeddings": 1024, "scale_embedding": True},
+    },
+    "sbert": {  # distiluse-base-multilingual-cased-v2: 6 layers x 768 (119,547 rows), mean pooling, dense 768 -> 512
+        "vocab_size": 8000, "embedding_rows": 119_547, "model_max_length": 128, "dense_features": 512,
+        "config": {"hidden_size": 768, "num_hidden_layers": 6, "num_attention_heads": 12,
+                   "intermediate_size": 3072, "max_position_embeddings": 514, "type_vocab_size": 1,
+                   "layer_norm_eps": 1e-5},
+    },
+    "gpt2": {  # gpt2 (124M): perplexity in Table 3
+        "vocab_size": 8000, "embedding_rows": 50_257, "model_max_length": 1024,
+        "config": {"n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024},
+    },
+}
+
+SHAPES: dict[str, dict[str, dict]] = {"tiny": SPECS, "paper": PAPER_SHAPE_SPECS}
 
 
 # --------------------------------------------------------------------------- text
@@ -224,20 +267,20 @@ def _n_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def _special_ids(tokenizer) -> dict:
-    """The special-token ids a model config must agree on with its tokenizer."""
-    return {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
+def _special_ids(tokenizer, spec: dict | None = None) -> dict:
+    """The special-token ids a model config must agree on with its tokenizer (and the embedding rows)."""
+    rows = max(len(tokenizer), (spec or {}).get("embedding_rows", 0))
+    return {"vocab_size": rows, "pad_token_id": tokenizer.pad_token_id,
             "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
 
 
-def build_xlm_roberta(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
+def build_xlm_roberta(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
     """Save a tiny ``XLMRobertaForMaskedLM`` and its tokenizer to ``out_dir``.
 
     Like the hub checkpoint it also carries pooler weights, so ``AutoModel`` (which
     flair loads) finds every weight instead of initialising the pooler at random."""
-    spec = SPECS["xlm-roberta"]
     tokenizer = train_xlm_roberta_tokenizer(sentences, out_dir, spec["vocab_size"], spec["model_max_length"])
-    config = XLMRobertaConfig(**_special_ids(tokenizer), **spec["config"])
+    config = XLMRobertaConfig(**_special_ids(tokenizer, spec), **spec["config"])
     torch.manual_seed(seed)
     model = XLMRobertaForMaskedLM(config)
     model.roberta.pooler = XLMRobertaPooler(config)
@@ -247,14 +290,13 @@ def build_xlm_roberta(out_dir: Path, sentences: Sequence[str], seed: int) -> dic
     return {"vocab_size": len(tokenizer), "parameters": _n_params(model)}
 
 
-def build_mbart50(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
+def build_mbart50(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
     """Save a tiny ``MBartForConditionalGeneration`` and an ``MBart50TokenizerFast``.
 
     As in facebook/mbart-large-50, decoding starts from ``</s>`` and the target
     language code is forced as the first generated token."""
-    spec = SPECS["mbart-large-50"]
     tokenizer = train_mbart50_tokenizer(sentences, out_dir, spec["vocab_size"], spec["model_max_length"])
-    config = MBartConfig(**_special_ids(tokenizer), decoder_start_token_id=tokenizer.eos_token_id,
+    config = MBartConfig(**_special_ids(tokenizer, spec), decoder_start_token_id=tokenizer.eos_token_id,
                          forced_eos_token_id=tokenizer.eos_token_id, **spec["config"])
     torch.manual_seed(seed)
     model = MBartForConditionalGeneration(config)
@@ -263,32 +305,34 @@ def build_mbart50(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
     return {"vocab_size": len(tokenizer), "parameters": _n_params(model)}
 
 
-def build_sbert(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
-    """Save a SentenceTransformer to ``out_dir``: a tiny XLM-R encoder with its own
-    tokenizer and mean pooling, the layout of the multilingual paraphrase SBERTs."""
+def build_sbert(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
+    """Save a SentenceTransformer to ``out_dir``: an XLM-R encoder with its own tokenizer and
+    mean pooling, the layout of the multilingual paraphrase SBERTs, and, where the spec has
+    ``dense_features``, distiluse's dense projection after the pooling."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
 
-    spec = SPECS["sbert"]
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = train_xlm_roberta_tokenizer(sentences, Path(tmp), spec["vocab_size"], spec["model_max_length"])
-        config = XLMRobertaConfig(**_special_ids(tokenizer), **spec["config"])
+        config = XLMRobertaConfig(**_special_ids(tokenizer, spec), **spec["config"])
         torch.manual_seed(seed)
         XLMRobertaModel(config).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         encoder = Transformer(tmp, max_seq_length=spec["model_max_length"])
-        pooling = Pooling(encoder.get_embedding_dimension(), pooling_mode="mean")
-        model = SentenceTransformer(modules=[encoder, pooling], device="cpu")
+        modules = [encoder, Pooling(encoder.get_embedding_dimension(), pooling_mode="mean")]
+        if "dense_features" in spec:
+            modules.append(Dense(config.hidden_size, spec["dense_features"], activation_function=torch.nn.Tanh()))
+        model = SentenceTransformer(modules=modules, device="cpu")
         model.save(str(out_dir))
-    return {"vocab_size": len(tokenizer), "parameters": _n_params(model), "dimension": config.hidden_size}
+    return {"vocab_size": len(tokenizer), "parameters": _n_params(model),
+            "dimension": spec.get("dense_features", config.hidden_size)}
 
 
-def build_gpt2(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
-    """Save a tiny ``GPT2LMHeadModel`` and its byte-level BPE tokenizer."""
-    spec = SPECS["gpt2"]
+def build_gpt2(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
+    """Save a ``GPT2LMHeadModel`` and its byte-level BPE tokenizer."""
     tokenizer = train_gpt2_tokenizer(sentences, spec["vocab_size"], spec["model_max_length"])
     config = GPT2Config(
-        vocab_size=len(tokenizer),
+        vocab_size=max(len(tokenizer), spec.get("embedding_rows", 0)),
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         **spec["config"],
@@ -300,15 +344,17 @@ def build_gpt2(out_dir: Path, sentences: Sequence[str], seed: int) -> dict:
     return {"vocab_size": len(tokenizer), "parameters": _n_params(model)}
 
 
+#: The builder of each model folder (a shape's specs say which folders it has).
 BUILDERS = {
     "xlm-roberta": build_xlm_roberta,
+    "xlm-roberta-base": build_xlm_roberta,
     "mbart-large-50": build_mbart50,
     "sbert": build_sbert,
     "gpt2": build_gpt2,
 }
 
-#: Sub-folder name of each model inside the output folder.
-MODEL_DIRS = tuple(BUILDERS)
+#: Sub-folder name of each tiny model inside the output folder.
+MODEL_DIRS = tuple(SPECS)
 
 
 # ----------------------------------------------------------------------- manifest
@@ -318,10 +364,10 @@ def _display_path(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def fingerprint(files: Sequence[Path], seed: int) -> str:
+def fingerprint(files: Sequence[Path], seed: int, shape: str = "tiny") -> str:
     """Hash of everything that determines the output: specs, seed, text, library versions."""
     payload = {
-        "specs": SPECS,
+        "specs": SHAPES[shape],
         "seed": seed,
         "text": [[_display_path(f), hashlib.sha256(f.read_bytes()).hexdigest()] for f in files],
         "transformers": transformers.__version__,
@@ -338,13 +384,13 @@ def read_manifest(out_dir: str | Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def is_up_to_date(out_dir: str | Path, files: Sequence[Path], seed: int) -> bool:
+def is_up_to_date(out_dir: str | Path, files: Sequence[Path], seed: int, shape: str = "tiny") -> bool:
     """Whether ``out_dir`` holds a complete build from the same specs, seed and text."""
     manifest = read_manifest(out_dir)
     return (
         manifest is not None
-        and manifest.get("fingerprint") == fingerprint(files, seed)
-        and all((Path(out_dir) / name).is_dir() for name in MODEL_DIRS)
+        and manifest.get("fingerprint") == fingerprint(files, seed, shape)
+        and all((Path(out_dir) / name).is_dir() for name in SHAPES[shape])
     )
 
 
@@ -353,29 +399,33 @@ def build_tiny_models(
     text_paths: Sequence[str | Path] | None = None,
     seed: int = 0,
     force: bool = False,
+    shape: str = "tiny",
 ) -> tuple[dict, bool]:
-    """Build all tiny models into ``out_dir``; return ``(manifest, rebuilt)``.
+    """Build all models of ``shape`` (tiny, or paper: full-size) into ``out_dir``; return ``(manifest, rebuilt)``.
 
     ``text_paths`` (files or folders) default to the sample data. The build is
     skipped, and ``rebuilt`` is False, when the manifest shows the same inputs."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown model shape {shape!r}: one of {sorted(SHAPES)}")
     out_dir = Path(out_dir)
     files = collect_text_files(text_paths or [DEFAULT_TEXT_DIR])
-    if not force and is_up_to_date(out_dir, files, seed):
+    if not force and is_up_to_date(out_dir, files, seed, shape):
         return read_manifest(out_dir), False
 
     sentences = read_sentences(files)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST_NAME).unlink(missing_ok=True)
     built = {}
-    for name, build in BUILDERS.items():
+    for name, spec in SHAPES[shape].items():
         target = out_dir / name
         shutil.rmtree(target, ignore_errors=True)
-        sizes = build(target, sentences, seed)
+        sizes = BUILDERS[name](target, sentences, seed, spec)
         sizes["bytes"] = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
-        built[name] = {"path": name, "spec": SPECS[name], **sizes}
+        built[name] = {"path": name, "spec": spec, **sizes}
 
     manifest = {
-        "fingerprint": fingerprint(files, seed),
+        "fingerprint": fingerprint(files, seed, shape),
+        "shape": shape,
         "seed": seed,
         "text_files": [_display_path(f) for f in files],
         "sentences": len(sentences),

@@ -28,14 +28,17 @@ def add_tokens(model, tokenizer: PreTrainedTokenizerBase, tokens: Sequence[str],
     mean input embedding of the sub-tokens of those words (tokenized without
     special tokens); one without init words, or whose words tokenize to
     nothing, keeps the embedding the resize gave it.  Tokens already in the
-    vocabulary are left exactly as they are.
+    vocabulary are left exactly as they are.  A model whose embedding matrix
+    has more rows than the tokenizer has tokens (padded vocabularies, the
+    paper-shape stand-ins) keeps its size: the new ids fall in the spare rows.
     """
     vocab = tokenizer.get_vocab()
     new = [t for t in dict.fromkeys(tokens) if t not in vocab]
     if not new:
         return []
     tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
-    model.resize_token_embeddings(len(tokenizer))
+    if len(tokenizer) > model.get_input_embeddings().num_embeddings:  # never shrink a matrix with spare rows
+        model.resize_token_embeddings(len(tokenizer))
     init_words = init_words or {}
     embeddings = model.get_input_embeddings().weight
     with torch.no_grad():

@@ -77,6 +77,14 @@ def plan_jobs(encoded: Sequence[Encoded], rounds: int, seed: int) -> list[Job]:
             for r in range(rounds)]
 
 
+def lm_head(model) -> torch.nn.Module:
+    """A masked LM's head (hidden states -> vocabulary logits): XLM-R's ``lm_head``, BERT's ``cls``."""
+    for name in ("lm_head", "cls"):
+        if hasattr(model, name):
+            return getattr(model, name)
+    raise TypeError(f"{type(model).__name__} has no masked-LM head named lm_head or cls")
+
+
 @torch.inference_mode()
 def fill(model, ids: torch.Tensor, attention: torch.Tensor, masked: torch.Tensor, mask_id: int,
          banned: torch.Tensor, top_k: int, generator: torch.Generator) -> torch.Tensor:
@@ -86,7 +94,7 @@ def fill(model, ids: torch.Tensor, attention: torch.Tensor, masked: torch.Tensor
     wide); ``banned`` ids (special, label and marker tokens) are never drawn.
     """
     hidden = model.base_model(input_ids=ids.masked_fill(masked, mask_id), attention_mask=attention)[0]
-    logits = model.lm_head(hidden[masked]).float()
+    logits = lm_head(model)(hidden[masked]).float()
     logits = logits.index_fill(1, banned, float("-inf"))
     top = logits.topk(top_k, dim=-1).indices
     pick = torch.randint(top_k, (len(top), 1), generator=generator).to(top.device)

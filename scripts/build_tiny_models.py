@@ -2,11 +2,15 @@
 """Build tiny random-weight versions of the models the paper uses, offline.
 
     python scripts/build_tiny_models.py [--out models/tiny] [--text FILE_OR_DIR ...] [--seed 0] [--force]
+    python scripts/build_tiny_models.py --shape paper      # full-size stand-ins in models/paper_shape (6.7 GB)
 
 There is no model hub to download XLM-RoBERTa, mBART-50, Sentence-BERT or GPT-2
 from here. The demo, the tests and CI instead use small models with the same
 architectures, tokenizer classes and special tokens, so they run the very same
-code paths as the real models, on CPU and in seconds. Tokenizers are trained on
+code paths as the real models, on CPU and in seconds. ``--shape paper`` builds
+them at the paper's exact sizes (xlm-roberta-large and -base, mbart-large-50,
+distiluse-base-multilingual-cased-v2, gpt2; random weights) for the paper-size
+cost benchmark (``make bench-paper-shape``). Tokenizers are trained on
 the bundled sample (data/sample/*/*.conll) plus any --text; the same seed and text
 give byte-identical folders, and an unchanged build is skipped ("up to date").
 """
@@ -18,12 +22,16 @@ import time
 from pathlib import Path
 
 from aclm.cli import main_guard
-from aclm.tiny_models import DEFAULT_OUT_DIR, DEFAULT_TEXT_DIR, build_tiny_models
+from aclm.tiny_models import DEFAULT_OUT_DIR, DEFAULT_TEXT_DIR, REPO_ROOT, SHAPES, build_tiny_models
+
+OUT_DIRS = {"tiny": DEFAULT_OUT_DIR, "paper": REPO_ROOT / "models" / "paper_shape"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR, help="output folder (default: %(default)s)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny",
+                        help="tiny, or paper: the paper's model sizes (default: %(default)s)")
+    parser.add_argument("--out", type=Path, help="output folder (default: models/tiny or models/paper_shape)")
     parser.add_argument("--text", type=Path, nargs="+", action="extend", default=[], metavar="FILE_OR_DIR",
                         help="more tokenizer training text: *.conll files, folders of them, "
                              "or plain text files with one sentence per line")
@@ -31,13 +39,16 @@ def main() -> None:
     parser.add_argument("--force", action="store_true", help="rebuild even if the manifest matches")
     args = parser.parse_args()
 
+    args.out = args.out or OUT_DIRS[args.shape]
     start = time.perf_counter()
-    manifest, rebuilt = build_tiny_models(args.out, [DEFAULT_TEXT_DIR, *args.text], args.seed, args.force)
+    manifest, rebuilt = build_tiny_models(args.out, [DEFAULT_TEXT_DIR, *args.text], args.seed, args.force,
+                                          args.shape)
     if not rebuilt:
         print(f"{args.out}: up to date")
         return
     for name, info in manifest["models"].items():
-        print(f"{name:15s} vocab {info['vocab_size']:5d}  parameters {info['parameters']:7d}  {args.out / name}")
+        print(f"{name:16s} vocab {info['vocab_size']:5d}  parameters {info['parameters']:11,d}  "
+              f"{info['bytes'] / 1e6:9.1f} MB  {args.out / name}")
     print(f"built from {manifest['sentences']} sentences in {time.perf_counter() - start:.1f}s")
 
 

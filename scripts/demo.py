@@ -7,8 +7,9 @@
 The `mini` profile's tagger is the real all-MiniLM-L6-v2, fine-tuned on the gold
 sample (S1): its F1 is a real Gold-only score, and its attention maps choose
 the keywords of S2, shown here with their scores beside the candidates they
-beat. The generator is still the tiny RANDOM mBART-50: ACLM's generated text,
-and so its F1, mean nothing yet.
+beat. The generator is the mini profile's small mBART-50, pretrained here by
+denoising (make mini-generator): it writes words, but it is far from
+mBART-50-large, and ACLM's F1 at this scale says little about the paper's.
 """
 
 from __future__ import annotations
@@ -25,26 +26,40 @@ from aclm.io import read_json, read_jsonl
 from aclm.layout import RunLayout
 from aclm.methods import result_dir
 
-EXAMPLES = 4
+EXAMPLES = 6
 KEYWORD_EXAMPLES = 5
 
 
+def own_words(g: dict) -> list[str]:
+    """Words of a generation that its template did not hold: what the generator wrote itself."""
+    template = set(g["template"].split())
+    return [w for w in g.get("tokens", []) if w not in template]
+
+
 def show_examples(cfg) -> None:
+    """Kept augmentations with words of the generator's own first, then the rest; source, template, output."""
     run = RunLayout.of(cfg)
     generations = read_jsonl(run.stage(layout.S5) / layout.GENERATIONS)
     templates = read_jsonl(run.stage(layout.S3) / "train.jsonl")
-    def rank(g: dict) -> int:  # kept with an entity, kept without one (dropped in S6), malformed
-        return 0 if g["status"] == "kept" and set(g["tags"]) != {"O"} else 1 if g["status"] == "kept" else 2
+    def rank(g: dict) -> int:  # kept with words of its own, kept, kept but entity-free (dropped in S6), malformed
+        if g["status"] != "kept":
+            return 3
+        return 2 if set(g["tags"]) == {"O"} else 0 if own_words(g) else 1
 
-    shown = sorted(generations, key=rank)[:EXAMPLES]
-    for g in shown:
+    kept = [g for g in generations if rank(g) == 0]
+    print(f"\nS5: {len(kept)} of {len(generations)} generations parse, hold an entity and add words of the "
+          f"generator's own; {EXAMPLES} of them (the new words in [brackets]):")
+    for g in sorted(generations, key=rank)[:EXAMPLES]:
         source = templates[g["source"]]
         print(f"\nsource     : {source['target']}")
         if g["partner"] is not None:
             print(f"mixed with : {templates[g['partner']]['target']}")
         print(f"template   : {g['template']}")
         print(f"generation : {g['generation']}")
-        status = g["status"] if rank(g) != 1 else "parsed, but entity-free: dropped in S6"
+        if rank(g) == 0:
+            print(f"new words  : {' '.join(f'[{w}]' for w in own_words(g))}")
+        status = {0: "kept", 1: "kept (every word from the template)", 2: "parsed, but entity-free: dropped in S6",
+                  3: g["status"]}[rank(g)]
         print(f"status     : {status}")
 
 

@@ -4,6 +4,7 @@
     python scripts/grid.py makefile table1 --profile paper --langs en --sizes 100 --seeds 1
     python scripts/grid.py list table1 --profile paper --phase 0      # one command a line
     python scripts/grid.py check --profile paper                      # grids agree on shared runs
+    python scripts/grid.py prune table1 --profile paper               # drop finished settings' S1 weights
     python scripts/grid.py cell <result.json> method=aclm profile=...  # one run, failed.json on error
 
 ``makefile`` writes the fragment atomically (``<runs>/<profile>/grids/``) and
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 from aclm.grid import (GridError, cell_command, conflicts, expand, fragment_path, grid_names, load_grid,
-                       makefile, parse_slice, run_cell, with_prerequisites, write_makefile)
+                       makefile, parse_slice, prune_finished_s1, run_cell, with_prerequisites, write_makefile)
 
 
 def add_grid_args(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +45,7 @@ def main() -> None:
     add_grid_args(lister)
     lister.add_argument("--phase", type=int, choices=(0, 1, 2),
                         help="only 0: S1, 1: augmentation methods, 2: WikiNEuRal (run in this order)")
+    add_grid_args(sub.add_parser("prune", help="delete the S1 weights of the settings whose runs are all done"))
     check = sub.add_parser("check", help="fail if two grids would write one result with different commands")
     check.add_argument("--profile", default="paper")
     check.add_argument("--runs", default="runs")
@@ -61,7 +63,10 @@ def main() -> None:
         sys.exit(1 if clashes else 0)
     grid = load_grid(args.table)
     cells = expand(grid, args.profile, args.runs, **slices(args))
-    if args.command == "makefile":
+    if args.command == "prune":
+        settings, freed = prune_finished_s1(cells)
+        print(f"pruned the S1 weights of {settings} finished settings: {freed / 1e9:.2f} GB freed")
+    elif args.command == "makefile":
         title = f"{grid.name} ({grid.title}) for profile {args.profile}: {len(cells)} cells"
         path = fragment_path(args.runs, args.profile, grid.name, slices(args))
         print(write_makefile(path, makefile(cells, title, args.python)))

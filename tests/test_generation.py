@@ -162,6 +162,8 @@ def test_label_tokens_start_from_related_words(tiny_models):
     assert tokens == ["<b-cw>", "<i-cw>", "<b-per>", "<i-per>"] and len(tokenizer) == before + 4
     assert tokenizer.tokenize("<b-per> ann <b-per>")[0] == "<b-per>"          # never split
     emb = model.get_input_embeddings().weight
-    for token, words in (("<b-per>", "person"), ("<i-cw>", "creative work")):
+    for token, words in (("<b-per>", "person begin"), ("<i-per>", "person inside"), ("<i-cw>", "creative work inside")):
         ids = tokenizer(words, add_special_tokens=False)["input_ids"]
         assert torch.allclose(emb[tokenizer.convert_tokens_to_ids(token)], emb[ids].mean(dim=0))
+    b, i = (emb[tokenizer.convert_tokens_to_ids(t)] for t in ("<b-per>", "<i-per>"))
+    assert not torch.allclose(b, i)                                            # a type's two tokens start apart

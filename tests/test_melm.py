@@ -409,3 +409,23 @@ def test_multilingual_code_mixing_borrows_from_the_other_languages(tiny_models, 
         types = [t for *_, t in seed.sentence.spans()]
         assert types == [t for *_, t in gold.train[seed.source].spans()]     # entity types kept
     assert {gold.languages[seed.source] for seed in seeds} == {"en", "de"}
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", "bert"])
+def test_the_head_is_found_in_xlm_r_and_bert_masked_lms(family):
+    from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
+
+    from melm.generation import fill, lm_head
+
+    config_class, model_class = {"xlm-roberta": (XLMRobertaConfig, XLMRobertaForMaskedLM),
+                                 "bert": (BertConfig, BertForMaskedLM)}[family]
+    torch.manual_seed(0)
+    model = model_class(config_class(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32)).eval()
+    ids = torch.tensor([[0, 5, 6, 7, 2]])
+    masked = torch.tensor([[False, False, True, False, False]])
+    hidden = model.base_model(input_ids=ids.masked_fill(masked, 4))[0]
+    assert torch.allclose(lm_head(model)(hidden), model(input_ids=ids.masked_fill(masked, 4)).logits)
+    out = fill(model, ids, torch.ones_like(ids), masked, 4, torch.tensor([0, 2, 4]), 3,
+               torch.Generator().manual_seed(0))
+    assert out[0, [0, 1, 3, 4]].tolist() == [0, 5, 7, 2] and out[0, 2].item() not in (0, 2, 4)

@@ -10,15 +10,15 @@ from aclm import layout
 from aclm.io import read_json
 from aclm.layout import RunLayout
 from aclm.methods import result_dir, run_method
-from aclm.stages import STAMP
+from aclm.stages import STAMP, pruned_files
 
 STAGE_FILES = {
     layout.S2: ["train.jsonl", "dev.jsonl"],
     layout.S3: ["train.jsonl", "dev.jsonl"],
-    layout.S4: ["config.json", "model.safetensors", "tokenizer.json"],
+    layout.S4: ["config.json", "tokenizer.json"],
     layout.S5: ["generations.jsonl"],
     layout.S6: ["aug.conll", "gold+aug.conll", "report.json"],
-    layout.S7: ["best-model.pt"],
+    layout.S7: ["loss.tsv"],
     layout.S7_EVAL: ["result.json", "predictions/sample_en.conll"],
 }
 
@@ -54,6 +54,34 @@ def test_the_chain_runs_in_order_and_writes_every_artifact(finished):
     # the result records the config every stage of its chain read, and nothing else
     assert result["config"]["keywords"]["p"] == 0.3 and result["config"]["generation"]["rounds"] == 2
     assert "melm" not in result["config"] and "daga" not in result["config"]
+
+
+def test_model_weights_are_pruned_once_their_outputs_are_written(finished):
+    run = RunLayout.of(finished)
+    assert set(pruned_files(run.stage(layout.S4))) == {"model.safetensors"}
+    assert set(pruned_files(run.stage(layout.S7))) == {"best-model.pt"}
+    assert not list(run.method_dir.rglob("*.safetensors")) and not list(run.method_dir.rglob("*.pt"))
+    assert (run.stage(layout.S1) / layout.MODEL).exists()                    # the setting's other methods need S1
+
+
+def test_a_pruned_model_needed_again_is_rebuilt_first(finished, fast):
+    run = RunLayout.of(finished)
+    before = stamps(finished)
+    rescored = fast(run.run_dir, "method=aclm", "test_datasets=[sample/de]")  # S7's scores change, S7 does not
+    result = read_json(result_dir(rescored) / layout.RESULT)
+    assert set(result["test"]) == {"sample/en", "sample/de"}
+    after = stamps(finished)
+    assert after[layout.S5] == before[layout.S5] and after[layout.S7] != before[layout.S7]
+    assert pruned_files(run.stage(layout.S7))                                 # and pruned again
+    run_method(finished)                                                      # back to the first config: re-scores
+
+
+def test_keep_models_keeps_them(fast, tmp_path):
+    cfg = fast(tmp_path, "method=aclm", "storage.keep_models=true")
+    run = RunLayout.of(cfg)
+    run_method(cfg)
+    assert (run.stage(layout.S4) / "model.safetensors").exists() and (run.stage(layout.S7) / layout.MODEL).exists()
+    assert not pruned_files(run.stage(layout.S4)) and not pruned_files(run.stage(layout.S7))
 
 
 def test_rerun_does_no_work(finished):

@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 from transformers import MBart50TokenizerFast
 
 from aclm import pretraining as pt
-from aclm.tiny_models import build_mbart50
+from aclm.tiny_models import SPECS, build_mbart50
 
 
 def test_text_infilling_masks_35_percent_of_the_words_in_spans_one_mask_each():
@@ -41,7 +41,8 @@ def test_a_span_of_length_zero_inserts_a_mask_between_neighbours():
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory) -> MBart50TokenizerFast:
     folder = tmp_path_factory.mktemp("mbart")
-    build_mbart50(folder, ["the quick brown fox jumps over the lazy dog", "der schnelle braune fuchs"] * 20, 0)
+    build_mbart50(folder, ["the quick brown fox jumps over the lazy dog", "der schnelle braune fuchs"] * 20, 0,
+                  SPECS["mbart-large-50"])
     return MBart50TokenizerFast.from_pretrained(folder)
 
 

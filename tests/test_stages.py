@@ -3,7 +3,7 @@
 import pytest
 
 from aclm.io import read_json
-from aclm.stages import STAMP, run_stage
+from aclm.stages import STAMP, Pruned, planning, prune, pruned_files, run_stage
 
 
 def writer(calls, text="x"):
@@ -78,3 +78,46 @@ def test_a_deleted_or_truncated_output_reruns_the_stage(tmp_path):
     (tmp_path / "s" / "out.txt").write_text("cut")
     assert run_stage("s", tmp_path / "s", {}, [], writer(calls, "complete"))
     assert not run_stage("s", tmp_path / "s", {}, [], writer(calls, "complete"))
+
+
+def model_writer(calls):
+    def build(tmp):
+        calls.append(tmp)
+        (tmp / "best-model.pt").write_bytes(b"weights" * 100)
+        (tmp / "config.json").write_text("{}")
+    return build
+
+
+def test_pruning_a_models_weights_keeps_it_and_its_consumers_current(tmp_path):
+    calls = []
+    run_stage("train", tmp_path / "train", {}, [], model_writer(calls))
+    run_stage("score", tmp_path / "score", {}, [tmp_path / "train"], writer(calls), loads=[tmp_path / "train"])
+    assert prune(tmp_path / "train") == 700
+    assert not (tmp_path / "train" / "best-model.pt").exists() and (tmp_path / "train" / "config.json").exists()
+    assert pruned_files(tmp_path / "train") == {"best-model.pt": 700}
+    assert not run_stage("train", tmp_path / "train", {}, [], model_writer(calls))
+    assert not run_stage("score", tmp_path / "score", {}, [tmp_path / "train"], writer(calls),
+                         loads=[tmp_path / "train"])
+    assert len(calls) == 2
+    assert prune(tmp_path / "train") == 0                                   # nothing left to delete
+
+
+def test_a_stage_that_must_run_on_pruned_weights_asks_for_them_back(tmp_path):
+    calls = []
+    run_stage("train", tmp_path / "train", {}, [], model_writer(calls))
+    prune(tmp_path / "train")
+    with pytest.raises(Pruned) as gone:
+        run_stage("score", tmp_path / "score", {}, [tmp_path / "train"], writer(calls), loads=[tmp_path / "train"])
+    assert gone.value.stage_dir == tmp_path / "train" and len(calls) == 1
+    # a stage that does not open the weights runs on
+    assert run_stage("report", tmp_path / "report", {}, [tmp_path / "train"], writer(calls))
+    # rebuilt, the stage is whole again
+    assert run_stage("train", tmp_path / "train", {}, [], model_writer(calls), force=True)
+    assert pruned_files(tmp_path / "train") == {} and (tmp_path / "train" / "best-model.pt").exists()
+
+
+def test_nothing_is_pruned_while_planning(tmp_path):
+    run_stage("train", tmp_path / "train", {}, [], model_writer([]))
+    with planning():
+        assert prune(tmp_path / "train") == 0
+    assert (tmp_path / "train" / "best-model.pt").exists()

@@ -4,12 +4,15 @@ import math
 
 import pytest
 import torch
-from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer,
+                          GPT2Config, GPT2LMHeadModel, MBartConfig, MBartForConditionalGeneration, XLMRobertaConfig,
+                          XLMRobertaForMaskedLM)
 
 from aclm.tiny_models import (
     DEFAULT_TEXT_DIR,
     MBART50_LANGUAGE_CODES,
     MODEL_DIRS,
+    PAPER_SHAPE_SPECS,
     build_tiny_models,
     collect_text_files,
     is_up_to_date,
@@ -181,3 +184,29 @@ def test_gpt2_scores_a_sentence(built):
     with torch.no_grad():
         loss = model(ids, labels=ids).loss
     assert math.isfinite(loss.item()) and loss.item() > 0
+
+
+# The parameter counts of the real checkpoints (embeddings, encoder, heads as their
+# from_pretrained classes build them), computed on the meta device: nothing is allocated.
+PAPER_PARAMETERS = {
+    "xlm-roberta": (XLMRobertaConfig, XLMRobertaForMaskedLM, 560_142_482),        # xlm-roberta-large
+    "xlm-roberta-base": (XLMRobertaConfig, XLMRobertaForMaskedLM, 278_295_186),
+    "mbart-large-50": (MBartConfig, MBartForConditionalGeneration, 610_879_488),
+    "gpt2": (GPT2Config, GPT2LMHeadModel, 124_439_808),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PARAMETERS))
+def test_paper_shape_specs_have_the_real_checkpoints_sizes(name):
+    config_class, model_class, parameters = PAPER_PARAMETERS[name]
+    spec = PAPER_SHAPE_SPECS[name]
+    vocab = {"vocab_size": spec["embedding_rows"]}
+    with torch.device("meta"):
+        model = model_class(config_class(**vocab, **spec["config"]))
+    assert sum(p.numel() for p in model.parameters()) == parameters
+
+
+def test_the_sentence_embedder_has_distiluse_dimensions():
+    spec = PAPER_SHAPE_SPECS["sbert"]
+    assert (spec["embedding_rows"], spec["config"]["hidden_size"], spec["config"]["num_hidden_layers"],
+            spec["dense_features"]) == (119_547, 768, 6, 512)

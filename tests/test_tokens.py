@@ -74,6 +74,15 @@ def test_new_tokens_start_at_the_mean_of_their_init_words():
     assert emb[1].tolist() == [1.0, 10.0]      # <old> was there already: untouched
 
 
+def test_a_matrix_with_spare_rows_is_never_shrunk():
+    tokenizer = WordTokenizer(["<pad>", "person"])                       # 2 tokens over 6 rows
+    model = EmbeddingModel(6)
+    add_tokens(model, tokenizer, ["<b-per>", "<i-per>"], {"<b-per>": "person"})
+    assert model.resizes == [] and model.get_input_embeddings().num_embeddings == 6
+    assert model.get_input_embeddings().weight[2].tolist() == [1.0, 10.0]   # <b-per> (id 2): person
+    assert model.get_input_embeddings().weight[3].tolist() == [3.0, 30.0]   # <i-per>: the spare row as it was
+
+
 def test_nothing_to_add_changes_nothing():
     tokenizer = WordTokenizer(["<pad>", "<b-per>"])
     model = EmbeddingModel(2)
