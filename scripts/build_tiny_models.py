@@ -2,7 +2,7 @@
 """Build tiny random-weight versions of the models the paper uses, offline.
 
     python scripts/build_tiny_models.py [--out models/tiny] [--text FILE_OR_DIR ...] [--seed 0] [--force]
-    python scripts/build_tiny_models.py --shape paper      # full-size stand-ins in models/paper_shape (6.7 GB)
+    python scripts/build_tiny_models.py --shape paper      # full-size stand-ins in models/paper_shape (6.9 GB)
 
 There is no model hub to download XLM-RoBERTa, mBART-50, Sentence-BERT or GPT-2
 from here. The demo, the tests and CI instead use small models with the same
