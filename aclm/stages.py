@@ -207,7 +207,6 @@ def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], li
                       loads=[d for d in upstream if Path(d).name in loads])
             return out
 
-        run.stage_name, run.reads, run.loads = name, tuple(reads), tuple(loads)
         return run
 
     return wrap

@@ -267,10 +267,14 @@ def _n_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+def _embedding_rows(tokenizer, spec: dict | None) -> int:
+    """The rows of a model's embedding matrix: the tokenizer's size, or the real checkpoint's (paper shape)."""
+    return max(len(tokenizer), (spec or {}).get("embedding_rows", 0))
+
+
 def _special_ids(tokenizer, spec: dict | None = None) -> dict:
     """The special-token ids a model config must agree on with its tokenizer (and the embedding rows)."""
-    rows = max(len(tokenizer), (spec or {}).get("embedding_rows", 0))
-    return {"vocab_size": rows, "pad_token_id": tokenizer.pad_token_id,
+    return {"vocab_size": _embedding_rows(tokenizer, spec), "pad_token_id": tokenizer.pad_token_id,
             "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
 
 
@@ -332,7 +336,7 @@ def build_gpt2(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -
     """Save a ``GPT2LMHeadModel`` and its byte-level BPE tokenizer."""
     tokenizer = train_gpt2_tokenizer(sentences, spec["vocab_size"], spec["model_max_length"])
     config = GPT2Config(
-        vocab_size=max(len(tokenizer), spec.get("embedding_rows", 0)),
+        vocab_size=_embedding_rows(tokenizer, spec),
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         **spec["config"],

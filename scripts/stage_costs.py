@@ -76,9 +76,9 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     for name, path in done.items():
         stamp = read_json(path / STAMP)
         facts, seconds = stamp["facts"], stamp["seconds"]
-        row = {"stage": name, "seconds": seconds, **stamp.get("memory", {}),
-               "bytes_written": sum(stamp["outputs"].values()),
-               "bytes_kept": sum(stamp["outputs"].values()) - sum(pruned_files(path).values())}
+        written = sum(stamp["outputs"].values())
+        row = {"stage": name, "seconds": seconds, **stamp.get("memory", {}), "bytes_written": written,
+               "bytes_kept": written - sum(pruned_files(path).values())}
         if name in (layout.S1, layout.S7):
             epochs, dev_pass = cfg.ner.epochs, dev * per_scored
             training = max(seconds - (epochs + 1) * dev_pass, 0.0) / epochs
@@ -104,7 +104,7 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
 def table1_estimate(rows: list[dict], gold: int) -> dict:
     """GPU-free extrapolation of a full Table 1 from one ACLM setting of ``gold`` training sentences.
 
-    Training and generation are scaled by the gold size (dev and test scoring are not);
+    Every stage but test scoring is scaled by the gold size, a tagger's dev passes included (an upper bound);
     baselines cost S6 + S7 + an assumed share of ACLM's S4 + S5 (BASELINE_GENERATION).
     """
     cost = {r["stage"]: r["paper_seconds"] for r in rows}
@@ -166,8 +166,8 @@ def main() -> None:
     print(f"bytes: {written / 1e9:.2f} GB written, {kept / 1e9:.2f} GB kept (storage.keep_models="
           f"{str(cfg.storage.keep_models).lower()})")
     print(f"Table 1 ({sum(table1['runs'].values())} runs: {table1['runs']}) at this speed: "
-          f"{fmt_seconds(table1['seconds']).strip()}.\nAssumed: training and generation time grow with the "
-          f"gold size, scoring time does not; S7 trains on gold + R x gold sentences (every generation kept, an upper bound); the "
+          f"{fmt_seconds(table1['seconds']).strip()}.\nAssumed: every stage's time but test scoring's grows "
+          f"with the gold size (a tagger's dev passes too: an upper bound); S7 trains on gold + R x gold sentences (every generation kept, an upper bound); the "
           f"baselines' generation costs {BASELINE_GENERATION} of ACLM's S4+S5.")
     flops = matmul_flops("cuda" if device.startswith("cuda") else "cpu")
     if not device.startswith("cuda"):
