@@ -18,6 +18,7 @@ from aclm import layout
 from aclm.config import ConfigError, load_config
 from aclm.data import DataError
 from aclm.methods import run_method
+from aclm.runtime import exit_on_sigterm
 from aclm.ner import NoLearning
 from aclm.runtime import setup_logging
 
@@ -48,7 +49,11 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tup
 
 
 def main_guard(main: Callable[[], None]) -> None:
-    """Run a script's ``main``; turn expected user errors into one clear line and exit code 1."""
+    """Run a script's ``main``; turn expected user errors into one clear line and exit code 1.
+
+    A SIGTERM unwinds the script (:func:`aclm.runtime.exit_on_sigterm`): no scratch folder is left behind.
+    """
+    exit_on_sigterm()
     try:
         main()
     except (DataError, FileNotFoundError, ConfigError, NoLearning) as err:

@@ -124,6 +124,11 @@ def training_arguments(cfg: DictConfig, work_dir: Path, seed: int, device: torch
         use_cpu=device.type == "cpu", **precision_flags(cfg.mixed_precision, device))
 
 
+def best_evaluation(trainer) -> dict:
+    """The logged evaluation with the lowest dev loss (its ``epoch`` says when the kept model was saved)."""
+    return min((e for e in trainer.state.log_history if "eval_loss" in e), key=lambda e: e["eval_loss"])
+
+
 def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: tuple[list[list[Piece]], list[str]],
              languages: dict[str, list[str]], types: Sequence[str], out_dir: Path, work_dir: Path, seed: int,
              device: torch.device) -> dict:
@@ -144,5 +149,7 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     trainer.train()
     trainer.save_model(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
-    return {"best_dev_loss": trainer.state.best_metric, "epochs": cfg.epochs,
+    best = best_evaluation(trainer)
+    log.info("generator fine-tuned: best dev loss %.4f at epoch %s of %d", best["eval_loss"], best["epoch"], cfg.epochs)
+    return {"best_dev_loss": best["eval_loss"], "best_epoch": best["epoch"], "epochs": cfg.epochs,
             "train_pairs": len(train_set), "dev_pairs": len(dev_set)}

@@ -444,10 +444,15 @@ def run_cell(result: Path, args: list[str], python: str = sys.executable, tail_l
     tail: deque[str] = deque(maxlen=tail_lines)
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
     assert proc.stderr is not None
-    for line in proc.stderr:
-        sys.stderr.write(line)
-        tail.append(line.rstrip("\n"))
-    code = proc.wait()
+    try:
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail.append(line.rstrip("\n"))
+        code = proc.wait()
+    except BaseException:                 # this wrapper was stopped (SIGTERM, Ctrl-C): stop its run too, cleanly
+        proc.terminate()
+        proc.wait()
+        raise
     if code == 0 and result.exists():
         return 0
     lines = [t for t in tail if t.strip()]

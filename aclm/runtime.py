@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import platform
 import random
+import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -24,6 +26,16 @@ _LIBRARIES = ("torch", "transformers", "flair", "sentence-transformers", "seqeva
 def setup_logging(level: int = logging.INFO) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM (``kill``, make or Slurm stopping a job) into ``SystemExit``.
+
+    Python's default for SIGTERM ends the process without unwinding, so a
+    killed stage left its half-written scratch folder behind; as an exception,
+    every ``finally`` (:func:`aclm.io.atomic_dir`'s clean-up among them) runs.
+    """
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def seed_everything(seed: int) -> None:

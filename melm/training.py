@@ -24,7 +24,7 @@ from transformers import (DataCollatorForLanguageModeling, DataCollatorForTokenC
                           TrainingArguments)
 
 from aclm.config import MELMConfig
-from aclm.finetuning import precision_flags
+from aclm.finetuning import best_evaluation, precision_flags
 from melm.encoding import Encoded
 
 log = logging.getLogger("melm.training")
@@ -108,8 +108,7 @@ def finetune(model, tokenizer, train: list[dict], dev: list[dict], cfg: MELMConf
     trainer = build_trainer(model, tokenizer, train, dev, cfg, seed, device, out_dir)
     trainer.train()
     shutil.rmtree(out_dir, ignore_errors=True)
-    evals = [e for e in trainer.state.log_history if "eval_loss" in e]
-    best = min(evals, key=lambda e: e["eval_loss"])
+    best = best_evaluation(trainer)
     log.info("MELM fine-tuned: best dev loss %.4f at epoch %s", best["eval_loss"], best["epoch"])
     return {"train_sentences": len(train), "dev_sentences": len(dev),
             "best_dev_loss": best["eval_loss"], "best_epoch": best["epoch"]}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aclm.grid import (GridError, cell_command, conflicts, expand, fragment_path, grid_names, load_grid,
                        makefile, parse_slice, prune_finished_s1, run_cell, with_prerequisites, write_makefile)
+from aclm.runtime import exit_on_sigterm
 
 
 def add_grid_args(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +54,7 @@ def main() -> None:
     cell.add_argument("result", type=Path, help="the result.json the run must produce")
     cell.add_argument("overrides", nargs="+", metavar="key=value")
     args = parser.parse_args()
+    exit_on_sigterm()
 
     if args.command == "cell":
         sys.exit(run_cell(args.result, args.overrides))

@@ -3,9 +3,11 @@
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -178,6 +180,31 @@ def test_run_cell_fails_when_the_result_is_not_where_the_grid_expects(tmp_path):
     result = tmp_path / "elsewhere" / "result.json"
     assert run_cell(result, [], python=fake_python(tmp_path, "exit 0")) == 1
     assert "wrote no" in json.loads((result.parent / "failed.json").read_text())["error"]
+
+
+def test_a_stopped_cell_stops_its_run_and_leaves_no_scratch_folder(tmp_path):
+    """SIGTERM to the cell wrapper (make, Slurm, kill) reaches the run, whose half-written stage folder goes."""
+    cell, ready = tmp_path / "cell", tmp_path / "ready"
+    stage = ("import pathlib, time\nfrom aclm.cli import main_guard\nfrom aclm.io import atomic_dir\n"
+             "def main():\n"
+             f"    with atomic_dir({str(cell / 's4_generator')!r}) as tmp:\n"
+             "        (tmp / 'model.safetensors').write_text('half')\n"
+             f"        pathlib.Path({str(ready)!r}).touch()\n"
+             "        time.sleep(120)\n"
+             "main_guard(main)\n")
+    run = fake_python(tmp_path, f'exec {sys.executable} -c "$STAGE"')
+    wrapper = ("import sys\nfrom aclm.grid import run_cell\nfrom aclm.runtime import exit_on_sigterm\n"
+               f"exit_on_sigterm()\nsys.exit(run_cell({str(cell / 's7_eval' / 'result.json')!r}, [], python={run!r}))\n")
+    env = {**os.environ, "STAGE": stage, "PYTHONPATH": str(GRID_DIR.parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-c", wrapper], env=env)
+    for _ in range(1200):
+        if ready.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert ready.exists(), "the stage never started"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert sorted(p.name for p in cell.iterdir()) == []      # no scratch folder, and no failed.json: it was stopped
 
 
 def test_list_prints_phases_in_order():
