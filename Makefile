@@ -20,7 +20,7 @@ DATA_ENV = ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}
 # the mini profile's generator is pretrained here (make mini-generator): runs of that profile need it first
 PROFILE_MODELS = $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
 
-.PHONY: setup test demo tiny-models mini-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
+.PHONY: FORCE setup test demo tiny-models mini-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -34,7 +34,8 @@ $(TINY):
 
 tiny-models: $(TINY)  ## small random-weight models of the paper's architectures (offline)
 
-$(MINI_GEN):
+# always asked: the script itself rebuilds only when the spec, the seed or the text changed
+$(MINI_GEN): FORCE
 	$(DATA_ENV) $(PYTHON) scripts/pretrain_generator.py --out models/mini
 
 # the tokenizers learn from MultiCoNER en's train text where it is there (realistic sequence lengths)
@@ -44,7 +45,7 @@ $(PAPER_SHAPE):
 
 paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes (6.9 GB, about 1 min)
 
-mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal text (~10 min, 2 cores)
+mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal en text (~15 min, 2 cores)
 
 test:  ## the test suite (offline; integration tests read ACLM_DATA_DIR or ../shared/data when present)
 	$(PYTHON) -m pytest

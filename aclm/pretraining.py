@@ -12,7 +12,8 @@ output offline.  This module builds one that knows some language:
   fairseq's scale (std d_model^-0.5, not Hugging Face's 0.02) and both learned
   position tables from one sinusoidal table: with Hugging Face's defaults the
   model had not learned to copy the unmasked words after the same budget;
-* the text: the words of the WikiNEuRal silver data (en, de, es, nl; the tags
+* the text: the words of the WikiNEuRal silver data (English by default, as
+  the mini profile is; de, es and nl are a ``languages`` entry away; the tags
   are never read), lower-cased because MultiCoNER is, deduplicated, without
   any sentence that also occurs in MultiCoNER (train, dev or test, same
   language), 1% of each language held out;
@@ -71,7 +72,9 @@ WORK_NAME = ".work"                    # checkpoints of an unfinished build (res
 
 #: Everything that decides the weights, besides the seed and the text.
 SPEC: dict = {
-    "languages": ["en", "de", "es", "nl"],
+    # English only: the mini profile is English, and on the same budget English alone reached held-out
+    # token accuracy 0.626 against 0.548 for English within en+de+es+nl (2000 steps of 16 both times).
+    "languages": ["en"],
     "lowercase": True,
     "max_words": 64,               # longer sentences (0.3% of the text) are left out
     "heldout_share": 0.01,         # per language
@@ -98,10 +101,12 @@ SPEC: dict = {
         "activation_dropout": 0.0,
     },
     "noise": {"mask_ratio": 0.35, "poisson_lambda": 3.5},
+    # 1500 steps of 32 at 1.5e-3 (14.6 min) copy far better than 2000 of 16 at 1e-3 (9 min): held-out
+    # accuracy 0.671 vs 0.626, and 14 of 30 acceptance generations usable vs 2 of 24 (tests/test_mini_generator.py)
     "train": {
-        "steps": 2000,
-        "batch_size": 16,
-        "lr": 1.0e-3,
+        "steps": 1500,
+        "batch_size": 32,
+        "lr": 1.5e-3,
         "warmup_steps": 100,
         "schedule": "linear",
         "weight_decay": 0.01,

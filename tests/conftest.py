@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,19 @@ from aclm.paths import PROJECT_ROOT
 # The tiny models gain nothing from intra-op threads, and on a busy 2-core machine
 # competing OpenMP threads slow them down by orders of magnitude.
 torch.set_num_threads(1)
+
+
+
+@contextmanager
+def all_threads():
+    """Every core for one larger model: unlike the tiny ones, it gains from intra-op threads."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
 
 SHARED_DATA = Path(os.environ.get("ACLM_DATA_DIR") or PROJECT_ROOT.parent / "shared" / "data")
 
@@ -32,19 +46,15 @@ def tiny_models() -> Path:
 def mini_generator(shared_data) -> Path:
     """Build (or reuse) models/mini/mbart-large-50, the pretrained small mBART-50 the mini profile points at.
 
-    The first build pretrains it on the WikiNEuRal text of the data folder (about 10 minutes on 2 cores,
+    The first build pretrains it on the WikiNEuRal text of the data folder (about 15 minutes on 2 cores,
     `make mini-generator`); later sessions find its manifest and reuse it.
     """
     from aclm.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, pretrain_generator
 
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
         pytest.skip(f"the mini generator's pretraining text (wikineural/*/silver.conllu) is not in {shared_data}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(os.cpu_count() or 1)  # one large model: unlike the tiny ones, it gains from threads
-    try:
+    with all_threads():
         pretrain_generator(DEFAULT_OUT_DIR, shared_data)
-    finally:
-        torch.set_num_threads(threads)
     return Path(DEFAULT_OUT_DIR) / MODEL_NAME
 
 
