@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -38,22 +38,28 @@ def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
 POSITION_WORDS = {"b": "begin", "i": "inside"}
 
 
-def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
-                     init_words: dict) -> list[str]:
-    """Add ``<b-x>``/``<i-x>`` per type; start each embedding at the mean embedding of its type's words
-    and of ``begin`` or ``inside``.
+def label_words(tag: str, init_words: Mapping[str, str]) -> str:
+    """``B-PER`` or ``b-per`` -> ``person begin``: the words a token standing for that tag starts from.
 
     ``init_words`` maps a type (any case) to the words naming it; a type it
-    does not name starts from its own name.  Without the position word both
-    tokens of a type would start identical, and a small generator confuses
-    them: with the mini generator on en-100, 33% of S5's generations were kept
-    with it and 8-12% without (most of the rest had unpaired label tokens).
-    Returns every label token.
+    does not name starts from its own name.
+    """
+    prefix, etype = tag.split("-", 1)
+    words_by_type = {k.lower(): v for k, v in init_words.items()}
+    return f"{words_by_type.get(etype.lower(), etype.lower())} {POSITION_WORDS[prefix.lower()]}"
+
+
+def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
+                     init_words: Mapping[str, str]) -> list[str]:
+    """Add ``<b-x>``/``<i-x>`` per type, each embedding starting from :func:`label_words`.
+
+    Without the position word both tokens of a type would start identical, and
+    a small generator confuses them: with the mini generator on en-100, 33% of
+    S5's generations were kept with it and 8-12% without (most of the rest had
+    unpaired label tokens).  Returns every label token.
     """
     tokens = label_tokens(types)
-    words_by_type = {k.lower(): v for k, v in init_words.items()}
-    add_tokens(model, tokenizer, tokens, {t: f"{words_by_type.get(t[3:-1], t[3:-1])} {POSITION_WORDS[t[1]]}"
-                                          for t in tokens})
+    add_tokens(model, tokenizer, tokens, {t: label_words(t[1:-1], init_words) for t in tokens})
     return tokens
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -27,7 +27,7 @@ from aclm.augmentation import Gold, kept_row
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
-from aclm.finetuning import language_code, load_generator, training_arguments
+from aclm.finetuning import label_words, language_code, load_generator, training_arguments
 from aclm.tokens import add_tokens
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
@@ -35,8 +35,10 @@ log = logging.getLogger("baselines.mulda")
 
 
 
-def setup(path: str, language: str, tags: Sequence[str], device: torch.device | None = None):
-    """Load mBART-50 with ``tags`` as whole tokens (new embeddings for the ones it lacks).
+def setup(path: str, language: str, tags: Sequence[str], device: torch.device | None = None,
+          init_words: Mapping[str, str] | None = None):
+    """Load mBART-50 with ``tags`` as whole tokens; a new one starts from its type's words, as ACLM's label
+    tokens do (:func:`aclm.finetuning.label_words`).
 
     They are added as special tokens: those are matched before sentencepiece
     runs and absorb the spaces around them, so a linearized sentence encodes
@@ -44,7 +46,7 @@ def setup(path: str, language: str, tags: Sequence[str], device: torch.device | 
     would leave a stray ``▁`` piece before every tag.
     """
     model, tokenizer = load_generator(path, language, device)
-    add_tokens(model, tokenizer, tags)
+    add_tokens(model, tokenizer, tags, {tag: label_words(tag, init_words or {}) for tag in tags})
     return model, tokenizer
 
 
@@ -127,7 +129,8 @@ def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
     set_seed(cfg.seed)
     tags = sorted(tag_vocabulary([*gold.train, *gold.dev]))
     device = torch.device(gold.device)
-    model, tokenizer = setup(model_path(cfg.generator.model), gold.languages[0], tags, device)
+    model, tokenizer = setup(model_path(cfg.generator.model), gold.languages[0], tags, device,
+                             dict(cfg.generator.label_token_init))
     code = {lang: language_code(tokenizer, lang) for lang in {*gold.languages, *gold.dev_languages}}
     with tempfile.TemporaryDirectory(dir=gold.work_dir) as checkpoints:
         model, dev_loss = finetune(model, tokenizer, gold.train, gold.dev, cfg.generator, cfg.seed, device,

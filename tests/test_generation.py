@@ -154,7 +154,11 @@ def test_entity_free_and_consistency_filters():
 
 
 def test_label_tokens_start_from_related_words(tiny_models):
-    from aclm.finetuning import add_label_tokens, load_generator
+    from aclm.finetuning import add_label_tokens, label_words, load_generator
+
+    assert label_words("b-per", {"PER": "person"}) == "person begin"
+    assert label_words("I-CW", {"cw": "creative work"}) == "creative work inside"
+    assert label_words("B-GENE", {}) == "gene begin"
 
     model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
     before = len(tokenizer)

@@ -43,6 +43,16 @@ def test_tag_words_are_single_new_tokens(lm):
     assert model.get_input_embeddings().num_embeddings == len(tokenizer) == len(fresh) + len(TAGS)
 
 
+def test_tag_tokens_start_from_their_type_and_position_words():
+    model, tokenizer = setup(str(MBART), "en", TAGS, init_words={"PER": "person", "CW": "creative work"})
+    fresh_model, fresh = setup(str(MBART), "en", [])
+    table = fresh_model.get_input_embeddings().weight
+    embeddings = model.get_input_embeddings().weight
+    for tag, words in [("B-PER", "person begin"), ("I-PER", "person inside"), ("I-CW", "creative work inside")]:
+        expected = table[word_ids(fresh, words)].mean(dim=0)
+        assert torch.allclose(embeddings[tokenizer.convert_tokens_to_ids(tag)], expected)
+
+
 def test_training_pair_is_language_code_then_linearized_target(lm):
     _, tokenizer = lm
     pair = training_pair(s("john smith saw titanic", "B-PER I-PER O B-CW"), tokenizer, max_length=64)
