@@ -18,9 +18,8 @@ from aclm import layout
 from aclm.config import ConfigError, load_config
 from aclm.data import DataError
 from aclm.methods import run_method
-from aclm.runtime import exit_on_sigterm
 from aclm.ner import NoLearning
-from aclm.runtime import setup_logging
+from aclm.runtime import exit_on_sigterm, setup_logging
 
 
 def stage_parser(description: str) -> argparse.ArgumentParser:

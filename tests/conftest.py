@@ -18,7 +18,6 @@ from aclm.paths import PROJECT_ROOT
 torch.set_num_threads(1)
 
 
-
 @contextmanager
 def all_threads():
     """Every core for one larger model: unlike the tiny ones, it gains from intra-op threads."""
