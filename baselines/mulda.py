@@ -27,7 +27,7 @@ from aclm.augmentation import Gold, kept_row
 from aclm.config import model_path
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
-from aclm.finetuning import label_words, language_code, load_generator, training_arguments
+from aclm.finetuning import best_evaluation, label_words, language_code, load_generator, training_arguments
 from aclm.tokens import add_tokens
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
@@ -66,8 +66,8 @@ def training_pair(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase, 
 
 def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSentence],
              dev: Sequence[TaggedSentence], cfg: DictConfig, seed: int, device: torch.device,
-             checkpoints: Path, codes: tuple[Sequence[str], Sequence[str]] | None = None) -> tuple[object, float]:
-    """Fit the LM with ``Seq2SeqTrainer``; returns the best-by-dev-loss model (eval mode) and its loss.
+             checkpoints: Path, codes: tuple[Sequence[str], Sequence[str]] | None = None) -> tuple[object, dict]:
+    """Fit the LM with ``Seq2SeqTrainer``; returns the best-by-dev-loss model (eval mode) and that evaluation.
 
     ``codes`` gives each train and dev sentence's language code (several in
     the multilingual setting); without it every sentence uses the tokenizer's.
@@ -78,7 +78,7 @@ def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSe
     trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, checkpoints, seed, device), train_dataset=pairs, eval_dataset=dev_pairs,
                              data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
     trainer.train()
-    return trainer.model.eval(), trainer.state.best_metric
+    return trainer.model.eval(), best_evaluation(trainer)
 
 
 def split_output(ids: Sequence[int], eos: int) -> tuple[list[int], bool]:
@@ -133,10 +133,10 @@ def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
                              dict(cfg.generator.label_token_init))
     code = {lang: language_code(tokenizer, lang) for lang in {*gold.languages, *gold.dev_languages}}
     with tempfile.TemporaryDirectory(dir=gold.work_dir) as checkpoints:
-        model, dev_loss = finetune(model, tokenizer, gold.train, gold.dev, cfg.generator, cfg.seed, device,
-                                   Path(checkpoints), ([code[x] for x in gold.languages],
-                                                       [code[x] for x in gold.dev_languages]))
-    log.info("MulDA LM: best dev loss %.4f", dev_loss)
+        model, best = finetune(model, tokenizer, gold.train, gold.dev, cfg.generator, cfg.seed, device,
+                               Path(checkpoints), ([code[x] for x in gold.languages],
+                                                   [code[x] for x in gold.dev_languages]))
+    log.info("MulDA LM: best dev loss %.4f at epoch %s of %d", best["eval_loss"], best["epoch"], cfg.generator.epochs)
     samples: list[Sample] = []
     for i, lang in enumerate(sorted(set(gold.languages))):  # R samples per gold sentence of each language
         tokenizer.tgt_lang = code[lang]
@@ -144,4 +144,4 @@ def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
                           tags, cfg.seed + 1000 * i, device)
     kept, counts = screen(samples, set(tags), gold.train)
     rows = [kept_row(s, [], sample_index=index) for index, s in kept]
-    return rows, {**counts, "lm_best_dev_loss": dev_loss}
+    return rows, {**counts, "lm_best_dev_loss": best["eval_loss"], "lm_best_epoch": best["epoch"]}

@@ -132,7 +132,8 @@ def run(tmp_path: Path, seed: int) -> tuple[list[dict], dict]:
 def test_augment_end_to_end_is_seeded_and_its_counts_add_up(tmp_path, lm):
     rows, counts = run(tmp_path, seed=1)
     assert counts["generated"] == 5 * 10                            # R x N
-    assert set(counts) == {*COUNT_KEYS, "lm_best_dev_loss"}
+    assert set(counts) == {*COUNT_KEYS, "lm_best_dev_loss", "lm_best_epoch"}
+    assert counts["lm_best_epoch"] == 1                             # the only epoch there is
     dropped = sum(counts[k] for k in COUNT_KEYS if k not in ("generated", "kept"))
     assert counts["generated"] == counts["kept"] + dropped
     assert counts["kept"] == len(rows) > 0
