@@ -8,19 +8,23 @@ PYTHON  ?= $(VENV)/bin/python
 TORCH   ?= torch==2.13.0
 PROFILE ?= paper
 DATASET ?= multiconer/en
-GOLD    ?= 100
+# a registered dataset's low-resource sample; a dataset folder trains on all of it unless GOLD is given
+GOLD    ?= $(if $(wildcard $(DATASET)/.),,100)
 SEED    ?= 1
 METHOD  ?= aclm
 ARGS    ?=
-SETTING  = profile=$(PROFILE) dataset=$(DATASET) gold=$(GOLD) seed=$(SEED) $(ARGS)
+SETTING  = profile=$(PROFILE) dataset=$(DATASET) $(if $(GOLD),gold=$(GOLD)) seed=$(SEED) $(ARGS)
 TINY     = models/tiny/manifest.json
 MINI_GEN = models/mini/manifest.json
 PAPER_SHAPE = models/paper_shape/manifest.json
 DATA_ENV = ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}
-# the mini profile's generator is pretrained here (make mini-generator): runs of that profile need it first
-PROFILE_MODELS = $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
+# the models a profile's runs need that are built here, not downloaded: each is made first when missing
+# (the mini profile's tagger is an installed package; its generator, for ACLM and MulDA, is built here)
+TAGGER_MODELS  = $(if $(filter tiny smoke,$(PROFILE)),$(TINY)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
+PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN))
+METHOD_MODELS  = $(if $(filter aclm% mulda,$(METHOD)),$(PROFILE_MODELS),$(TAGGER_MODELS))
 
-.PHONY: FORCE setup test demo tiny-models mini-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
+.PHONY: FORCE setup test test-all demo tiny-models mini-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -28,6 +32,10 @@ setup:  ## create .venv with the pinned requirements (torch first: set TORCH_IND
 	$(VENV)/bin/pip install $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(VENV)/bin/pip install -r requirements.txt
 	$(VENV)/bin/pip install --no-deps -e .
+
+.PHONY: help
+help:  ## list every target and what it does (% in a name: a table number, e.g. reproduce-table1)
+	@awk -F ':[^#]*## ' '/^[A-Za-z0-9_%.-]+:[^=]*## / {printf "  %-24s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(TINY):
 	$(PYTHON) scripts/build_tiny_models.py --out models/tiny
@@ -47,8 +55,13 @@ paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes
 
 mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal en text (~15 min, 2 cores)
 
-test:  ## the test suite (offline; integration tests read ACLM_DATA_DIR or ../shared/data when present)
-	$(PYTHON) -m pytest
+FAST_TIER = not slow and not real_weights and not slurm and not cuda
+
+test: $(TINY)  ## the fast tier: unit tests and short runs on tiny models (offline, a few minutes)
+	$(DATA_ENV) $(PYTHON) -m pytest -m "$(FAST_TIER)"
+
+test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weights, Slurm (what CI runs)
+	$(DATA_ENV) $(PYTHON) -m pytest --durations=25
 
 demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~6 min)
 	ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)} $(PYTHON) scripts/demo.py
@@ -56,22 +69,23 @@ demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on mu
 splits:  ## stratified low-resource samples of DATASET into splits/DATASET
 	$(PYTHON) scripts/make_splits.py dataset=$(DATASET) splits.seed=$(SEED) $(ARGS) --out splits/$(DATASET)/seed$(SEED)
 
-gold:  ## S0 + S1: the gold sample and the Gold-only model, evaluated
+gold: $(TAGGER_MODELS)  ## S0 + S1: the gold sample and the Gold-only model, evaluated
 	$(PYTHON) scripts/train_ner.py $(SETTING)
 
 aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
 	$(PYTHON) scripts/run_method.py method=aclm $(SETTING)
 
-run: $(PROFILE_MODELS)  ## any method (gold_only aclm aclm_random aclm_only_entity lwtr daga mulda melm wikineural)
+run: $(METHOD_MODELS)  ## any method (gold_only aclm aclm_random aclm_only_entity lwtr daga mulda melm wikineural)
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
-bench: $(TINY)  ## throughput of S2/S3/retrieval/generation, and the released code's approach beside ours
-	OMP_NUM_THREADS=1 $(PYTHON) scripts/benchmark.py
+# BENCH_ARGS="--profile mini --generator <a mini run's s4_generator>": usable augmentations of a fine-tuned generator
+bench: $(TINY)  ## throughput of S2/S3/retrieval/generation, the released code's approach beside ours, usable per CPU s
+	OMP_NUM_THREADS=1 $(PYTHON) scripts/benchmark.py $(BENCH_ARGS)
 
 bench-paper-shape: $(PAPER_SHAPE)  ## one ACLM setting at paper size: time, memory, bytes per stage; Table 1 estimate
 	$(DATA_ENV) $(PYTHON) scripts/stage_costs.py $(ARGS)
 
-clean:
+clean:  ## delete runs/ and the tiny and paper-size models built here (not the mini generator)
 	rm -rf runs models/tiny models/paper_shape
 
 # --- Paper tables (configs/grids/<table>.yaml) ---------------------------------------------
@@ -111,14 +125,44 @@ reproduce-melm_table%:  ## the same for MELM's CoNLL tables
 reproduce-mini_table%: $(PROFILE_MODELS)  ## a CPU-sized miniature (configs/grids/mini_table1.yaml, PROFILE=mini)
 	$(call reproduce_grid,mini_table$*)
 
+# Slurm: the runs not done as dependent job arrays, then the table (docs/cluster.md). SLURM_ARGS
+# passes e.g. "--dry-run", "--partition gpu --account proj", "--cluster-config my-cluster.yaml".
+SLURM_ARGS ?=
+
+submit-table%:  ## submit a paper table's missing runs to Slurm, then a job writing the table
+	$(DATA_ENV) $(PYTHON) scripts/grid.py submit table$* $(GRID_ARGS) --results $(RESULTS) --slurm $(SLURM_ARGS)
+
+# --- A CUDA machine: what the GPU paths do and cost (docs/gpu-check.md) ------------------------
+DRY            ?=
+BUNDLE         ?=
+PYTHON_VERSION ?= 3.12
+.PHONY: gpu-check gpu-bundle
+
+gpu-check:  ## on a CUDA machine: CUDA tests, a paper-size setting, batch and -j sweeps (<= 40 min, resumable); DRY=1: CPU dry run
+	$(DATA_ENV) $(PYTHON) scripts/gpu_check.py run $(if $(DRY),--dry-run) $(if $(BUNDLE),--bundle $(BUNDLE))
+
+gpu-bundle:  ## wheels (no torch) and data an offline CUDA node lacks for gpu-check, into gpu-bundle/ (network; <= 64 MiB)
+	$(DATA_ENV) $(PYTHON) scripts/gpu_check.py bundle --python-version $(PYTHON_VERSION) --out gpu-bundle
+
 prune-table%:  ## delete the S1 weights of the table's finished settings (a later run retrains S1)
 	$(PYTHON) scripts/grid.py prune table$* $(GRID_ARGS)
 
 aggregate-table%:  ## print and write a table from the runs there are (no runs started)
 	$(PYTHON) scripts/aggregate.py table$* $(GRID_ARGS) --out $(RESULTS)
 
-aggregate-melm_table%:
+aggregate-melm_table%:  ## the same for MELM's CoNLL tables
 	$(PYTHON) scripts/aggregate.py melm_table$* $(GRID_ARGS) --out $(RESULTS)
+
+# Tables of any finished runs, in a grid or not (scripts/tabulate_runs.py): run folders, result.json
+# files or globs, quoted so that ** spans folders; PAPER=<grid> puts that table's numbers beside.
+#   make table RUNS_GLOB='runs/tiny/**/result.json'
+#   make table RUNS_GLOB='runs/mini/multiconer/de/gold300 runs/mini/local' PAPER=table1
+RUNS_GLOB ?= $(RUNS)/$(PROFILE)/**/result.json
+PAPER     ?=
+.PHONY: table
+
+table:  ## tables (F1, F1 per type) of any finished runs: RUNS_GLOB, PAPER=<grid> beside; into $(RESULTS)/tabulate
+	$(PYTHON) scripts/tabulate_runs.py $(foreach g,$(RUNS_GLOB),'$(g)') --out $(RESULTS)/tabulate $(if $(PAPER),--paper $(PAPER))
 
 grid-check:  ## fail if two grids would write one run with different settings
 	$(PYTHON) scripts/grid.py check --profile $(PROFILE) --runs $(RUNS)

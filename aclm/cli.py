@@ -50,7 +50,8 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tup
 def main_guard(main: Callable[[], None]) -> None:
     """Run a script's ``main``; turn expected user errors into one clear line and exit code 1.
 
-    A SIGTERM unwinds the script (:func:`aclm.runtime.exit_on_sigterm`): no scratch folder is left behind.
+    A SIGTERM unwinds the script (:func:`aclm.runtime.exit_on_sigterm`) and so does Ctrl-C (exit 130): no
+    scratch folder and no stamp are left for the stage that was running.
     """
     exit_on_sigterm()
     try:
@@ -58,6 +59,11 @@ def main_guard(main: Callable[[], None]) -> None:
     except (DataError, FileNotFoundError, ConfigError, NoLearning) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt as err:
+        detail = f" ({err})" if str(err) else ""
+        print(f"interrupted{detail}: the running stage was not stamped; a rerun resumes after the last "
+              f"finished stage", file=sys.stderr)
+        sys.exit(130)
 
 
 def stage_script(doc: str, stage_name: str, label: str) -> None:

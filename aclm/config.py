@@ -1,6 +1,6 @@
 """Typed, composable run configuration.
 
-The values live in YAML (``configs/paper.yaml`` is the base profile; other
+The values live in YAML (``configs/profiles/paper.yaml`` is the base profile; other
 profiles name it under ``inherits``; ``configs/methods/<name>.yaml`` adds a
 method's settings); this module only declares their types.  Command-line
 ``key=value`` overrides are merged last, e.g.::
@@ -49,6 +49,7 @@ class NERConfig:
     rnn_layers: int = MISSING
     dropout: float = MISSING
     eval_batch_size: int = MISSING
+    use_amp: Union[bool, str] = MISSING  # auto (on CUDA) | true | false: flair's mixed-precision training
 
 
 @dataclass
@@ -60,6 +61,7 @@ class KeywordConfig:
     stopwords: str = MISSING             # stopwordsiso | stopwordsiso_all (ten languages' union) | none
     batch_size: int = MISSING
     max_subtokens: int = MISSING         # longer sentences get no keywords (counted)
+    split_commas: bool = MISSING         # S2-S5 see tokens split at commas (the released S2 reader)
 
 
 @dataclass
@@ -92,12 +94,16 @@ class GenerationConfig:
     num_beams: int = MISSING
     max_length: int = MISSING
     batch_size: int = MISSING
+    parse: str = MISSING                 # strict | released: how a generation is read back (templates.PARSERS)
+    dedupe: str = MISSING                # parsed (words and tags) | raw (generated text, released code)
+    constrained: str = MISSING           # off | labels | entities: decoding keeps the label grammar (constraints.py)
     mixner: MixnerConfig = field(default_factory=MixnerConfig)
 
 
 @dataclass
 class PostprocessConfig:
     consistency_filter: bool = MISSING   # keep only what the S1 model tags identically
+    drop_copies: bool = MISSING          # drop copies (and near copies) of the source; released code: no
     max_similarity: float = MISSING      # drop if token overlap with the source is above (1.0 = only identical)
     drop_entity_free: bool = MISSING
 
@@ -105,6 +111,7 @@ class PostprocessConfig:
 @dataclass
 class LwTRConfig:
     p: float = MISSING
+    variant: str = MISSING               # paper | released (as the released files show: baselines/lwtr.py)
 
 
 @dataclass
@@ -116,6 +123,23 @@ class DAGAConfig:
     epochs: int = MISSING
     batch_size: int = MISSING
     max_length: int = MISSING
+    constrained: str = "off"             # off | labels | entities (= labels): sampling keeps a tag before a word
+
+
+@dataclass
+class MulDAConfig:
+    model: str = MISSING                 # mBART-50 id or local path, the language model
+    lr: float = MISSING
+    batch_size: int = MISSING            # fine-tuning
+    epochs: int = MISSING                # the epoch with the lowest dev loss is kept
+    weight_decay: float = MISSING
+    mixed_precision: str = MISSING       # auto | no | bf16 | fp16
+    label_token_init: dict = field(default_factory=dict)  # type -> words its tag tokens start from
+    max_length: int = MISSING            # tokens of a linearized sentence, in fine-tuning and in sampling
+    rounds: int = MISSING                # R samples per gold sentence
+    top_k: int = MISSING                 # sampling from the k most likely tokens
+    generation_batch_size: int = MISSING  # encoder inputs per generate call
+    constrained: str = "off"             # off | labels | entities (= labels): sampling keeps a tag before a word
 
 
 @dataclass
@@ -140,6 +164,13 @@ class AnalysisConfig:
 @dataclass
 class StorageConfig:
     keep_models: bool = MISSING          # keep S4 generators and S7 taggers once their outputs are written
+    keep_final_tagger: bool = MISSING    # keep the S7 tagger (a single run's product); grids turn it off
+
+
+@dataclass
+class DataCheckConfig:
+    min_type_sentences: int = MISSING    # a type in fewer sentences of a setting's files is an error (a typo?)
+    canonical_tags: bool = MISSING       # a lower-case tag (b-per) is an error; false: read as upper-case
 
 
 @dataclass
@@ -164,6 +195,7 @@ class Config:
     run_dir: str = MISSING
     device: str = MISSING                # auto | cpu | cuda
     splits: SplitConfig = field(default_factory=SplitConfig)
+    data_check: DataCheckConfig = field(default_factory=DataCheckConfig)
     ner: NERConfig = field(default_factory=NERConfig)
     keywords: KeywordConfig = field(default_factory=KeywordConfig)
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
@@ -171,6 +203,7 @@ class Config:
     postprocess: PostprocessConfig = field(default_factory=PostprocessConfig)
     lwtr: LwTRConfig = field(default_factory=LwTRConfig)
     daga: DAGAConfig = field(default_factory=DAGAConfig)
+    mulda: MulDAConfig = field(default_factory=MulDAConfig)
     melm: MELMConfig = field(default_factory=MELMConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
@@ -188,7 +221,15 @@ CHOICES: dict[str, tuple] = {
     "keywords.rule": ("paper", "released"),
     "keywords.stopwords": ("stopwordsiso", "stopwordsiso_all", "none"),
     "generator.mixed_precision": ("auto", "no", "bf16", "fp16"),
+    "mulda.mixed_precision": ("auto", "no", "bf16", "fp16"),
+    "ner.use_amp": ("auto", True, False),
     "generation.mixner.mode": ("paper", "code", "off"),
+    "generation.parse": ("strict", "released"),
+    "generation.dedupe": ("parsed", "raw"),
+    "generation.constrained": ("off", "labels", "entities"),
+    "daga.constrained": ("off", "labels", "entities"),
+    "mulda.constrained": ("off", "labels", "entities"),
+    "lwtr.variant": ("paper", "released"),
 }
 
 
@@ -244,17 +285,36 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     with open_dict(cfg):  # a method's own section (one the schema does not know) comes from its file, untyped
         for key in [k for k in method_node if k not in cfg]:
             cfg[key] = method_node[key]
-    layers = [profile_node, method_node, per_method.get(method) or {}]
-    layers += [_load_yaml_chain(_resolve_config_file(f)) for f in config_files or []]
-    layers.append(cli)
+    files = [_load_yaml_chain(_resolve_config_file(f)) for f in config_files or []]
+    layers = [profile_node, method_node, per_method.get(method) or {}, *files, cli]
     try:
         for layer in layers:
             cfg = OmegaConf.merge(cfg, layer)
     except Exception as err:  # omegaconf's messages name the key; keep them
         raise ConfigError(f"invalid configuration: {err}") from None
     cfg.profile, cfg.method = profile, method
+    if not any("gold" in layer for layer in (*files, cli)):
+        whole_folder(cfg)
+    read_off(cfg)
     validate(cfg)
     return cfg
+
+
+def whole_folder(cfg: DictConfig) -> None:
+    """A dataset folder is the user's own data: all of it trains unless ``gold=`` asks for a sample
+    (a profile's ``gold: 100`` is the paper's low-resource protocol for the registered benchmarks)."""
+    from aclm.datasets import registry
+
+    if cfg.dataset not in registry():
+        cfg.gold = "full"
+
+
+def read_off(cfg: DictConfig) -> None:
+    """YAML and the command line read a bare ``off`` as false (``generation.constrained=off``): where ``off``
+    is one of a key's choices, false means ``off``."""
+    for key, allowed in CHOICES.items():
+        if "off" in allowed and OmegaConf.select(cfg, key) == "False":
+            OmegaConf.update(cfg, key, "off")
 
 
 def validate(cfg: DictConfig) -> None:

@@ -83,6 +83,31 @@ def normalise_tags(tags: Sequence[str]) -> list[str]:
     return out
 
 
+def tagged_sentence(tokens: Sequence[str], raw_tags: Sequence[str], path: Path | str,
+                    lines: Sequence[int]) -> TaggedSentence:
+    """A sentence read from ``path`` (its words on ``lines``), tags normalised (:func:`normalise_tags`).
+
+    Its ``meta`` says where it starts and which tags the normalisation
+    rewrote, as (position, line, tag as written): a lower-case tag, or an
+    ``I-`` opening an entity (IOB1).  The data check reports them; strict
+    scoring restores them (:func:`tags_as_written`).
+    """
+    normalised = normalise_tags(raw_tags)
+    meta: dict = {"source": f"{path}:{lines[0]}"}
+    rewritten = [(i, n, raw) for i, (n, raw, new) in enumerate(zip(lines, raw_tags, normalised)) if raw != new]
+    if rewritten:
+        meta["rewritten_tags"] = rewritten
+    return TaggedSentence(list(tokens), normalised, meta)
+
+
+def tags_as_written(sentence: TaggedSentence) -> list[str]:
+    """The sentence's tags as its file wrote them, before :func:`normalise_tags`."""
+    tags = list(sentence.tags)
+    for i, _, raw in sentence.meta.get("rewritten_tags", ()):
+        tags[i] = raw
+    return tags
+
+
 def _detect_format(path: Path, lines: list[str]) -> str:
     """Guess the column layout from the first sentence of the file."""
     first: list[list[str]] = []
@@ -169,14 +194,14 @@ def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = No
     sentences: list[TaggedSentence] = []
     tokens: list[str] = []
     tags: list[str] = []
-    start_line = 0
+    lines_of: list[int] = []
 
     def flush() -> None:
         if tokens:
-            sentences.append(TaggedSentence(list(tokens), normalise_tags(tags),
-                                            {"source": f"{path}:{start_line}"}))
+            sentences.append(tagged_sentence(tokens, tags, path, lines_of))
         tokens.clear()
         tags.clear()
+        lines_of.clear()
 
     for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()
@@ -200,15 +225,42 @@ def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = No
             token = empty_token
         if not _TAG_RE.match(tag):
             raise DataError(f"{path}:{lineno}: tag {tag!r} is not in the BIO scheme (O, B-X, I-X)")
-        if not tokens:
-            start_line = lineno
         tokens.append(token)
         tags.append(tag)
+        lines_of.append(lineno)
     flush()
     if not sentences and not allow_empty:
         what = "only -DOCSTART- or '# id' lines" if any(line.strip() for line in lines) else "an empty file"
         raise DataError(f"{path}: no sentences ({what})")
     return sentences
+
+
+#: A lone combining dot above (U+0307), which the released reader drops when splitting leaves it alone.
+_LONE_COMBINING_DOT = "\u0307"
+
+
+def _comma_pieces(token: str) -> list[str]:
+    """``umfasst,`` -> ``["umfasst", ","]``: the token cut before and after every comma, empty pieces
+    (and lone combining dots) dropped."""
+    pieces = re.split(r"(,)", token)
+    return [piece for piece in pieces if piece and piece != _LONE_COMBINING_DOT]
+
+
+def split_at_commas(sentence: TaggedSentence) -> TaggedSentence:
+    """The sentence as the released S2 reader sees it: every token split at its commas.
+
+    The first piece keeps the token's tag; the later pieces of an entity token
+    continue it as ``I-`` (``mary,`` B-PER -> ``mary`` B-PER, ``,`` I-PER),
+    those of an ``O`` token are ``O``.  Splitting makes a generator's template
+    and target hold commas as words of their own.
+    """
+    tokens: list[str] = []
+    tags: list[str] = []
+    for token, tag in zip(sentence.tokens, sentence.tags):
+        for n, piece in enumerate(_comma_pieces(token)):
+            tokens.append(piece)
+            tags.append(tag if n == 0 or tag == "O" else f"I-{tag[2:]}")
+    return TaggedSentence(tokens, tags, dict(sentence.meta))
 
 
 def format_conll(sentences: Iterable[TaggedSentence]) -> str:

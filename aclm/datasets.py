@@ -33,7 +33,6 @@ import yaml
 from aclm.data import DataError, TaggedSentence, normalise_tags, read_conll
 from aclm.paths import CONFIG_DIR, PROJECT_ROOT
 
-SPLITS = ("train", "dev", "test")
 ROOTS = ("data", "project", "absolute")
 #: The file names a dataset folder may use for each split, each with one of FOLDER_EXTENSIONS.
 FOLDER_SPLITS = {"train": ("train",), "dev": ("dev", "val", "valid", "validation"), "test": ("test",)}
@@ -58,6 +57,8 @@ class DatasetSpec:
     union: list = field(default_factory=list)   # member datasets (the multilingual setting)
     empty_token: Optional[str] = None           # stand-in for empty tokens (else they are an error)
     run_name: Optional[str] = None              # its directory in the run tree (default: the name)
+    obtain: Optional[str] = None                # where users get files the data folder does not ship
+    types: Optional[list] = None                # the entity types it declares (the data check holds files to them)
 
     def __post_init__(self) -> None:
         if self.root not in ROOTS:
@@ -273,8 +274,9 @@ def load_split(name: str, split: str, data_dir: str | Path | None = None) -> lis
         return read_conll(path, spec.format, spec.empty_token)
     if spec.hf and not isinstance(split, int):
         return load_from_hub(spec, split)
+    where = f"; {name} is not shipped: {spec.obtain}" if spec.obtain else ""
     raise FileNotFoundError(f"{path} not found for dataset {name!r} split {split!r}: "
-                            f"set data_dir (or ACLM_DATA_DIR) to the folder that holds it")
+                            f"set data_dir (or ACLM_DATA_DIR) to the folder that holds it{where}")
 
 
 def load_from_hub(spec: DatasetSpec, split: str) -> list[TaggedSentence]:

@@ -134,10 +134,12 @@ def train(c: DictConfig, out: Path, data: Path, train_file: Path) -> dict:
     select_device(c.device)
     sentences, dev = read_conll(train_file), read_conll(data / "dev.conll")
     types = check_label_sets({"train": sentences, "dev": dev})
-    tagger = load_tagger(train_tagger(c.ner, sentences, dev, types, out))
+    model, training = train_tagger(c.ner, sentences, dev, types, out)
+    tagger = load_tagger(model)
     dev_scores, dev_predicted = evaluate_on(tagger, dev, c.ner.eval_batch_size, None)
     check_learned(dev_scores["f1"], dev_predicted, c.ner, out)
-    return {"train": len(sentences), "dev": len(dev), "dev_f1": dev_scores["f1"], "types": types}
+    return {"train": len(sentences), "dev": len(dev), "dev_f1": dev_scores["f1"], "types": types,
+            "training": training}
 
 
 @stage(layout.S1, reads=("ner", "seed"))
@@ -166,8 +168,8 @@ def test_files(c: DictConfig) -> list[Path]:
 
 def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predictions_file: Path | None
                 ) -> tuple[dict, list[list[str]]]:
-    """Scores on ``sentences`` and the predicted tags."""
-    predicted = predict_tags(tagger, sentences, batch_size)
+    """Scores on ``sentences`` and the predicted tags (with a progress bar when the predictions are kept)."""
+    predicted = predict_tags(tagger, sentences, batch_size, progress=predictions_file is not None)
     if predictions_file is not None:
         lines = "".join("".join(f"{w}\t{g}\t{p}\n" for w, g, p in zip(s.tokens, s.tags, tags)) + "\n"
                         for s, tags in zip(sentences, predicted))
@@ -211,6 +213,7 @@ def evaluate(c: DictConfig, out: Path, model_dir: Path, chain: tuple[Path, ...])
     result = {
         "method": c.method, "profile": c.profile, "dataset": c.dataset, "gold": c.gold, "seed": c.seed,
         "f1": main["f1"], "precision": main["precision"], "recall": main["recall"], "dev_f1": trained["dev_f1"],
+        "training": trained["training"],
         "per_type": main["per_type"], "per_length": main["per_length"],
         "test": scores,
         "timings": timings,

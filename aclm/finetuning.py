@@ -20,6 +20,7 @@ from torch.utils.data import Dataset
 from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq, PreTrainedTokenizerBase,
                           Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback)
 
+from aclm.progress import show_progress
 from aclm.templates import Piece, dynamic_mask, label_tokens, render
 from aclm.tokens import add_tokens
 
@@ -38,15 +39,15 @@ def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
 POSITION_WORDS = {"b": "begin", "i": "inside"}
 
 
-def label_words(tag: str, init_words: Mapping[str, str]) -> str:
-    """``B-PER`` or ``b-per`` -> ``person begin``: the words a token standing for that tag starts from.
+def type_words(etype: str, init_words: Mapping[str, str]) -> str:
+    """``PER`` or ``per`` -> ``person``: the words naming a type in ``init_words`` (any case), else its own name."""
+    return {k.lower(): v for k, v in init_words.items()}.get(etype.lower(), etype.lower())
 
-    ``init_words`` maps a type (any case) to the words naming it; a type it
-    does not name starts from its own name.
-    """
+
+def label_words(tag: str, init_words: Mapping[str, str]) -> str:
+    """``B-PER`` or ``b-per`` -> ``person begin``: the words a token standing for that tag starts from."""
     prefix, etype = tag.split("-", 1)
-    words_by_type = {k.lower(): v for k, v in init_words.items()}
-    return f"{words_by_type.get(etype.lower(), etype.lower())} {POSITION_WORDS[prefix.lower()]}"
+    return f"{type_words(etype, init_words)} {POSITION_WORDS[prefix.lower()]}"
 
 
 def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
@@ -149,10 +150,10 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     codes = {split: [language_code(tokenizer, lang) for lang in langs] for split, langs in languages.items()}
     train_set = TemplateDataset(*train, codes["train"], tokenizer, mask, cfg.max_length, seed)
     dev_set = TemplateDataset(*dev, codes["dev"], tokenizer, mask, cfg.max_length, seed)
-    trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, work_dir, seed, device), train_dataset=train_set, eval_dataset=dev_set,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+    trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, work_dir, seed, device), train_dataset=train_set,
+                             eval_dataset=dev_set, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
                              callbacks=[RedrawMasks(train_set)])
-    trainer.train()
+    show_progress(trainer, "fine-tune generator").train()
     trainer.save_model(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
     best = best_evaluation(trainer)

@@ -28,7 +28,8 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from aclm import screening
-from aclm.templates import Piece, dynamic_mask, join, parse_generation, render
+from aclm.constraints import MBART_PROMPT, LabelGrammar, TokenClasses, sampling_arguments, template_entities
+from aclm.templates import PARSERS, Piece, dynamic_mask, join, render
 
 log = logging.getLogger("aclm.generation")
 
@@ -133,38 +134,62 @@ def truncated_jobs(tokenizer, jobs: list[Job], limit: int) -> list[int]:
     return [j for j, n in enumerate(lengths) if n > limit]
 
 
+def grammar(tokenizer, classes: TokenClasses | None, templates: Sequence[str], label_tokens: Sequence[str],
+            cfg: DictConfig) -> LabelGrammar | None:
+    """The ``generation.constrained`` processor for one batch of templates (None when ``off``)."""
+    if classes is None:
+        return None
+    entities = None
+    if cfg.constrained == "entities":
+        entities = [[tokenizer(e, add_special_tokens=False)["input_ids"] for e in template_entities(t, label_tokens)]
+                    for t in templates]
+    return LabelGrammar(classes, entities=entities, group_size=cfg.num_beams, prompt_length=MBART_PROMPT,
+                        max_length=cfg.max_length)
+
+
 @torch.inference_mode()
 def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
                 codes: Sequence[str], seed: int, device: torch.device) -> list[str]:
-    """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code."""
+    """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code.
+
+    ``cfg.constrained`` other than ``off`` adds :class:`aclm.constraints.LabelGrammar` (each batch its own, for
+    its templates' entities); ``off`` calls ``generate`` exactly as the paper's decoding.
+    """
     # an unfilled mask stays visible, so that parsing rejects the generation instead of deleting it
     keep_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens))) | {tokenizer.mask_token_id}
+    classes = TokenClasses.of(tokenizer, label_tokens) if cfg.constrained != "off" else None
     outputs: list[str] = [""] * len(jobs)
     limit = input_limit(model, tokenizer)
     model.eval()
     for b, batch in enumerate(tqdm(batches(jobs, codes, cfg.batch_size), desc="generate", unit="batch")):
         tokenizer.src_lang = codes[batch[0]]
-        enc = tokenizer([jobs[j].template for j in batch], return_tensors="pt", padding=True, truncation=True,
-                        max_length=limit).to(device)
+        templates = [jobs[j].template for j in batch]
+        enc = tokenizer(templates, return_tensors="pt", padding=True, truncation=True, max_length=limit).to(device)
+        sampling = sampling_arguments(grammar(tokenizer, classes, templates, label_tokens, cfg), cfg.top_k,
+                                      cfg.num_beams)
         torch.manual_seed(seed + b)
-        generated = model.generate(**enc, do_sample=True, top_k=cfg.top_k, num_beams=cfg.num_beams,
-                                   max_length=cfg.max_length,
+        generated = model.generate(**enc, do_sample=True, num_beams=cfg.num_beams, max_length=cfg.max_length,
                                    forced_bos_token_id=tokenizer.convert_tokens_to_ids(codes[batch[0]]),
-                                   num_return_sequences=1)
+                                   num_return_sequences=1, **sampling)
         for j, ids in zip(batch, generated.tolist()):
             outputs[j] = decode_keeping_labels(tokenizer, ids, keep_ids)
     return outputs
 
 
-def screen(jobs: list[Job], outputs: list[str], types: Sequence[str]) -> tuple[list[dict], dict]:
+def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str = "strict",
+           dedupe: str = "parsed") -> tuple[list[dict], dict]:
     """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
 
-    The shared :func:`aclm.screening.screen` decides and counts; copies of the
-    source are left to S6.  Rows keep the job and the decoded text; kept rows
-    also the parsed words and tags.
+    ``parse`` names the reading (``generation.parse``: a key of
+    :data:`aclm.templates.PARSERS`), ``dedupe`` what a repeat is
+    (``generation.dedupe``: ``parsed`` words and tags, or the ``raw`` text as
+    the released script compares).  The shared :func:`aclm.screening.screen`
+    decides and counts; copies of the source are left to S6.  Rows keep the
+    job and the decoded text; kept rows also the parsed words and tags.
     """
+    reader = PARSERS[parse]
     screened, counts = screening.screen([job.source for job in jobs], outputs,
-                                        lambda text: parse_generation(text, types))
+                                        lambda text: reader(text, types), dedupe=dedupe)
     rows = []
     for job, text, verdict in zip(jobs, outputs, screened):
         row = {"source": job.source, "round": job.round, "partner": job.partner,

@@ -28,12 +28,12 @@ which writes ``failed.json`` beside the missing result when a run fails):
         python scripts/grid.py list table1 --profile paper --phase $phase | parallel -j 4 || break
       done
 
-* a Slurm job array per phase, the next phase after the previous one::
+* Slurm (``make submit-table1``; :mod:`aclm.slurm`, docs/cluster.md)::
 
-      python scripts/grid.py list table1 --profile paper --phase 0 > phase0.txt
-      sbatch --array=1-$(wc -l < phase0.txt) --gres=gpu:1 \\
-             --wrap 'eval "$(sed -n ${SLURM_ARRAY_TASK_ID}p phase0.txt)"'
-      # then phase1.txt with --dependency=afterany:<job id of phase 0>, and so on
+      python scripts/grid.py submit table1 --profile paper --slurm [--dry-run]
+
+  submits the runs not done as job arrays, one per method, each task after
+  its own setting's S1 (``aftercorr``), then a job that writes the table.
 
 Several GPUs on one machine: one make per GPU, each on its own LANGS or SEEDS
 slice (never a METHODS slice: methods of a setting share S1), e.g.
@@ -68,7 +68,6 @@ from aclm import registry
 from aclm.config import load_config
 from aclm.io import atomic_write_text, write_json
 from aclm.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_name
-from aclm.methods import run_method
 from aclm.stages import Stale, planning, prune
 from aclm.paths import PROJECT_ROOT
 
@@ -76,7 +75,8 @@ GRID_DIR = PROJECT_ROOT / "configs" / "grids"
 RUN_SCRIPT = PROJECT_ROOT / "scripts" / "run_method.py"
 GRID_SCRIPT = "scripts/grid.py"
 SAFE_PATH = re.compile(r"^[\w./+-]+$")
-GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "derived", "compare", "plot"}
+GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "derived", "compare", "plot",
+             "average_datasets"}
 BLOCK_KEYS = {"datasets", "sizes", "methods", "overrides", "sweep", "columns"}
 
 Gold = Union[int, str]
@@ -102,7 +102,7 @@ class Block:
 class Grid:
     name: str
     title: str
-    reference: dict                              # {file: ..., where: {column: value}}
+    reference: dict                              # {file: ..., where: {column: value}, test_set: ...}
     seeds: tuple[int, ...]
     method_names: dict[str, str]
     index: dict[str, str]                        # reference row-key column -> template
@@ -110,6 +110,11 @@ class Grid:
     derived: dict[str, list[str]] = field(default_factory=dict)
     compare: dict = field(default_factory=dict)  # {method: ..., baselines: [...]}
     plot: dict = field(default_factory=dict)     # {x: index column, y: [columns]}
+    average_datasets: bool = False               # an entry is, per seed, the mean over the grid's datasets
+
+
+#: A grid keeps no final tagger (840 of them at paper size): scores and predictions are what it is for.
+PRUNING = ("storage.keep_final_tagger=false",)
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,13 @@ class Cell:
         return load_config(self.args())
 
     def is_done(self) -> bool:
-        """Its result exists and every stage of its chain is current for the cell's config."""
+        """Its result exists and every stage of its chain is current for the cell's config.
+
+        The chain is planned with the methods' code, which imports the training libraries: imported here,
+        so that reading a grid (the tables, :mod:`aclm.report`) does not.
+        """
+        from aclm.methods import run_method
+
         if not self.result_path.exists():
             return False
         with planning():
@@ -175,7 +186,8 @@ class Cell:
     def args(self) -> list[str]:
         variant = [f"variant={self.variant}", *self.variant_overrides] if self.variant else []
         return [f"method={self.method}", f"profile={self.profile}", f"dataset={self.dataset}",
-                f"gold={self.gold}", f"seed={self.seed}", f"run_dir={self.runs}", *self.overrides, *variant]
+                f"gold={self.gold}", f"seed={self.seed}", f"run_dir={self.runs}", *PRUNING, *self.overrides,
+                *variant]
 
     def prerequisites(self) -> list["Cell"]:
         """The setting's S1 (Gold-only) run and the runs of the methods this one needs (method table)."""
@@ -234,7 +246,8 @@ def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
                 index={k: str(v) for k, v in raw["index"].items()},
                 blocks=tuple(_block(b, f"{path} block {i}") for i, b in enumerate(raw["blocks"])),
                 derived={k: list(v) for k, v in (raw.get("derived") or {}).items()},
-                compare=dict(raw.get("compare") or {}), plot=dict(raw.get("plot") or {}))
+                compare=dict(raw.get("compare") or {}), plot=dict(raw.get("plot") or {}),
+                average_datasets=bool(raw.get("average_datasets", False)))
 
 
 # --- expansion -----------------------------------------------------------------------------

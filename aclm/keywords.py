@@ -89,14 +89,13 @@ def candidates(tokens: Sequence[str], tags: Sequence[str], stop: frozenset[str],
             for word, tag in zip(tokens, tags)]
 
 
-def keyword_count(p: float, tags: Sequence[str], cand_mask: Sequence[bool]) -> int:
-    """``k = ceil(p * non-entity words)``, at most the number of candidates.
+def keyword_count(p: float, words: int, available: int) -> int:
+    """``k = ceil(p * words)``, at most ``available`` (the words that may be chosen).
 
     The product is rounded to 9 decimals first so float noise cannot add a
     keyword (0.28 * 25 is 7.000000000000001 in floating point, k must be 7).
     """
-    non_entity = sum(tag == "O" for tag in tags)
-    return min(math.ceil(round(p * non_entity, 9)), sum(cand_mask))
+    return min(math.ceil(round(p * words, 9)), available)
 
 
 # --------------------------------------------------------------------------- attention maps
@@ -189,7 +188,7 @@ def select_by_attention(word_attn: torch.Tensor, tags: Sequence[str], cand_mask:
         if p == 0:
             return pool
         pool = sorted(pool + [start for start, _, _ in spans])
-    k = min(math.ceil(round(p * sum(tag == "O" for tag in tags), 9)), len(pool))
+    k = keyword_count(p, sum(tag == "O" for tag in tags), len(pool))
     if k == 0:
         return []
     scores = entity_attention(word_attn, tags).cpu()
@@ -211,7 +210,7 @@ def select_random_released(tokens: Sequence[str], tags: Sequence[str], p: float,
     """The released ACLM random: ``ceil(p * non-entity non-punctuation words)`` of those words, one draw,
     stop words allowed, whether or not the sentence has entities."""
     pool = [i for i, (word, tag) in enumerate(zip(tokens, tags)) if tag == "O" and not is_punctuation(word, rule)]
-    return sorted(rng.sample(pool, math.ceil(round(p * len(pool), 9))))
+    return sorted(rng.sample(pool, keyword_count(p, len(pool), len(pool))))
 
 
 # --------------------------------------------------------------------------- batched extraction

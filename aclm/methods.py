@@ -10,7 +10,8 @@ reads as arguments; :func:`aclm.stages.stage` skips it when nothing it reads
 changed.
 
 Unless ``storage.keep_models``, the S4 generator's weights are deleted once
-S5 has written its generations and the S7 tagger's once it is scored
+S5 has written its generations, and, when ``storage.keep_final_tagger`` is
+off as in the grids, the S7 tagger's once it is scored
 (:func:`aclm.stages.prune`); a later stage that needs them again rebuilds them.
 """
 
@@ -24,11 +25,12 @@ from aclm import experiment as ex
 from aclm import layout, pipeline, registry
 from aclm.augmentation import Gold
 from aclm.data import read_conll
+from aclm.datacheck import preflight
 from aclm.datasets import get_spec
 from aclm.io import write_jsonl
 from aclm.layout import RunLayout
 from aclm.runtime import seed_everything, select_device
-from aclm.stages import Pruned, prune, stage
+from aclm.stages import Pruned, in_planning, prune, stage
 
 
 def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = False) -> Path:
@@ -56,6 +58,8 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
     Returns each stage's directory by name; the last one holds ``result.json``.
     """
     method = registry.get(cfg.method)
+    if not in_planning():
+        preflight(cfg)
     done: dict[str, Path] = {}
     steps = {}
 
@@ -69,7 +73,8 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
         return name == until
 
     def drop_weights(name: str) -> None:
-        if not cfg.storage.keep_models:
+        keep = cfg.storage.keep_models or (name == layout.S7 and cfg.storage.keep_final_tagger)
+        if not keep:
             prune(done[name])
 
     if step(layout.DATA, ex.data_stage) or step(layout.S1, ex.s1_stage, done[layout.DATA]):

@@ -28,7 +28,7 @@ from aclm import experiment as ex
 from aclm import generation as gen
 from aclm import layout
 from aclm.config import model_path
-from aclm.data import TaggedSentence, read_conll, write_conll
+from aclm.data import TaggedSentence, read_conll, split_at_commas, write_conll
 from aclm.diversity import diversity
 from aclm.finetuning import finetune, language_code, load_generator
 from aclm.io import read_json, read_jsonl, write_json, write_jsonl
@@ -46,6 +46,12 @@ def gold(data: Path, split: str) -> list[TaggedSentence]:
     return read_conll(data / f"{split}.conll")
 
 
+def generator_view(sentences: list[TaggedSentence], split_commas: bool) -> list[TaggedSentence]:
+    """The gold sentences S2-S5 work on: as they are, or with tokens split at commas (``keywords.split_commas``,
+    the released S2 reader; S1 and the gold part of S6's output keep the tokens as given)."""
+    return [split_at_commas(s) for s in sentences] if split_commas else sentences
+
+
 # --- S2 ----------------------------------------------------------------------------------
 
 @stage(layout.S2, reads=("keywords", "seed"), loads=(layout.S1,))
@@ -57,7 +63,8 @@ def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
         model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
     facts = {}
     for split in SPLITS:
-        sentences, langs = gold(data, split), ex.sentence_languages(data, split)
+        sentences = generator_view(gold(data, split), c.keywords.split_commas)
+        langs = ex.sentence_languages(data, split)
         records: list[dict] = [{} for _ in sentences]
         counts: Counter = Counter()
         for lang in sorted(set(langs)):  # stop words are per language
@@ -145,7 +152,7 @@ def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> 
     codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
     outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
                               [codes[langs[job.source]] for job in jobs], c.seed, device)
-    screened, counts = gen.screen(jobs, outputs, types)
+    screened, counts = gen.screen(jobs, outputs, types, g.parse, g.dedupe)
     truncated = gen.truncated_jobs(tokenizer, jobs, gen.input_limit(model, tokenizer))
     if truncated:
         log.warning("%d of %d templates were longer than the generator accepts and were cut",

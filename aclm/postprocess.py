@@ -1,9 +1,11 @@
 """S6: turn parsed generations into training data, shared by every augmentation method.
 
-Drops augmentations that copy (or nearly copy) their source, optionally the
-entity-free ones, and optionally those the gold NER model does not tag
-identically (the consistency filter: the released ACLM code, MELM, and
-WikiNEuRal's "NE confirmation").  Every drop is counted by reason.
+Drops augmentations that copy (or nearly copy) their source unless
+``drop_copies`` is off (the released ACLM code never compares a generation
+with its source), optionally the entity-free ones, and optionally those the
+gold NER model does not tag identically (the consistency filter: the released
+ACLM code, MELM, and WikiNEuRal's "NE confirmation").  Every drop is counted
+by reason.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Callable, Sequence
 
 from omegaconf import DictConfig
 
-from aclm.data import TaggedSentence
+from aclm.data import TaggedSentence, normalise_tags
 
 
 def similarity(a: Sequence[str], b: Sequence[str]) -> float:
@@ -38,7 +40,7 @@ def filter_augmentations(candidates: list[tuple[TaggedSentence, list[TaggedSente
     counts = {"candidates": len(candidates), "copy_of_source": 0, "entity_free": 0, "inconsistent": 0}
     kept = []
     for aug, sources in candidates:
-        if too_similar(aug, sources, cfg.max_similarity):
+        if cfg.drop_copies and too_similar(aug, sources, cfg.max_similarity):
             counts["copy_of_source"] += 1
         elif cfg.drop_entity_free and not aug.spans():
             counts["entity_free"] += 1
@@ -48,7 +50,8 @@ def filter_augmentations(candidates: list[tuple[TaggedSentence, list[TaggedSente
         if predict is None:
             raise ValueError("postprocess.consistency_filter needs the gold NER model")
         predicted = predict([aug for aug, _ in kept])
-        consistent = [pair for pair, tags in zip(kept, predicted) if tags == pair[0].tags]
+        # compared as BIO read back from spans (an I- opening counts as B-), as the tagger predicts them
+        consistent = [pair for pair, tags in zip(kept, predicted) if tags == normalise_tags(pair[0].tags)]
         counts["inconsistent"] = len(kept) - len(consistent)
         kept = consistent
     counts["kept"] = len(kept)

@@ -23,8 +23,6 @@ from typing import Callable, Optional
 from aclm.paths import CONFIG_DIR
 
 GENERATIONS = ("none", "aclm", "augment")
-#: What ACLM's own stages read besides their own sections: the gold tagger's attention, the generator...
-ACLM_READS = ("keywords", "generator", "generation")
 
 
 @dataclass(frozen=True)
@@ -71,6 +69,9 @@ METHODS: dict[str, Method] = {}
 
 
 def register(method: Method) -> Method:
+    """Add a method to the table; a name already there is an error (one name, one method)."""
+    if method.name in METHODS:
+        raise ValueError(f"method {method.name!r} is registered already ({METHODS[method.name].summary})")
     METHODS[method.name] = method
     return method
 
@@ -90,8 +91,8 @@ for _method in (
            "baselines.lwtr:augment_gold"),
     Method("daga", "LSTM language model over tag-before-token sentences", "augment",
            ("daga", "generation.rounds"), "baselines.daga:augment_gold"),
-    Method("mulda", "mBART-50 as the language model of DAGA's linearization", "augment",
-           ("generator", "generation"), "baselines.mulda:augment"),
+    Method("mulda", "mBART-50 as the language model of DAGA's linearization", "augment", ("mulda",),
+           "baselines.mulda:augment"),
     Method("melm", "masked entity language modelling (XLM-R), consistency filter", "augment",
            ("melm", "generator.label_token_init", "generation.mixner.embedder", "generation.mixner.batch_size"),
            "melm.augment:augment", files="melm.augment:code_mix_files"),

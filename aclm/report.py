@@ -11,10 +11,22 @@ seeds of one (row, column):
   ``failed.json``: shown with its error;
 * ``missing`` no value and no failure: ``—``.
 
+A grid with ``average_datasets`` (Tables 10 and 11: "averaged across all 10
+languages") first averages each seed's values over the grid's datasets; a
+seed counts only when every dataset has its value.
+
+Every report names the test sets each side scored on: the paper's (the
+grid's ``reference.test_set``) and ours (each dataset's registered test file
+with the sentence count its runs recorded).
+
 Significance: in each column and row group (the row keys other than the
 method), the compared method (ACLM) against the baseline with the highest
 mean, by Welch's t-test over seeds (``scipy.stats.ttest_ind(equal_var=False)``);
 "n/a" when either side has fewer than two seeds.
+
+A grid's table is :func:`build_report`; the runs no grid lists (any run
+folders, :mod:`aclm.tabulate`) go through the same :func:`assemble`, with a
+grid made for them and their own way of reading a run's status.
 """
 
 from __future__ import annotations
@@ -22,21 +34,42 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol, Sequence
 
 import pandas as pd
 from scipy import stats
 
-from aclm.grid import Cell, Grid
+from aclm.datasets import registry
+from aclm.grid import Cell, Gold, Grid
 from aclm.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.paths import PROJECT_ROOT
 from aclm.stages import STAMP
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
 DASH = "—"
-RUN_COLUMNS = ("column", "method_id", "seed", "score", "status", "error")
+RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error")
 ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff")
-PerplexityFn = Callable[[Cell, dict], Optional[float]]
+
+
+class Run(Protocol):
+    """What a table reads of one run: a grid's :class:`~aclm.grid.Cell`, or a run found on disk."""
+
+    method: str
+    dataset: str
+    gold: Gold
+    seed: int
+    sweep: Optional[str]
+    block: int                     # which of the grid's blocks (columns) it fills
+
+    @property
+    def result_path(self) -> Path: ...
+
+    @property
+    def aug_path(self) -> Path: ...
+
+
+PerplexityFn = Callable[[Run, dict], Optional[float]]
+StatusFn = Callable[[Run], tuple[str, Optional[dict], Optional[str]]]
 
 
 # --- collecting runs -----------------------------------------------------------------------
@@ -71,25 +104,26 @@ def lookup(result: dict, path: str) -> Optional[float]:
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def method_id(cell: Cell) -> str:
+def method_id(cell: Run) -> str:
     """The method, or ``method@label`` for a sweep point (MELM-gold and MELM are ``melm@...``)."""
     return f"{cell.method}@{cell.sweep}" if cell.sweep else cell.method
 
 
-def template_fields(grid: Grid, cell: Cell) -> dict:
+def template_fields(grid: Grid, cell: Run) -> dict:
     name = grid.method_names.get(method_id(cell), grid.method_names.get(cell.method, cell.method))
     return {"gold": cell.gold, "method": cell.method, "method_name": name,
             "dataset": cell.dataset, "lang": cell.dataset.rsplit("/", 1)[-1], "sweep": cell.sweep or ""}
 
 
-def collect(grid: Grid, cells: list[Cell], perplexity_fn: Optional[PerplexityFn] = None) -> pd.DataFrame:
+def collect(grid: Grid, cells: Sequence[Run], perplexity_fn: Optional[PerplexityFn] = None,
+            status_fn: StatusFn = run_status) -> pd.DataFrame:
     """One row per (run, column): the index columns, then RUN_COLUMNS."""
     clash = set(grid.index) & {*RUN_COLUMNS, *ENTRY_COLUMNS}
     if clash:
         raise ValueError(f"{grid.name}: index columns {sorted(clash)} clash with the report's own columns")
     rows = []
     for cell in cells:
-        status, result, error = run_status(cell)
+        status, result, error = status_fn(cell)
         fields = template_fields(grid, cell)
         index = {k: t.format(**fields) for k, t in grid.index.items()}
         for column, path in grid.blocks[cell.block].columns.items():
@@ -99,9 +133,36 @@ def collect(grid: Grid, cells: list[Cell], perplexity_fn: Optional[PerplexityFn]
                 if value is None:
                     row_status, row_error = MISSING, f"{cell.result_path} has no {path}"
             rows.append({**index, "column": column.format(**fields), "method_id": method_id(cell), "seed": cell.seed,
-                         "score": value, "status": row_status, "error": row_error})
+                         "run_dataset": cell.dataset, "score": value, "status": row_status, "error": row_error})
     long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
+    if grid.average_datasets:
+        long = average_datasets(long, grid)
     return add_derived(long, grid)
+
+
+def combined(parts: pd.DataFrame) -> dict:
+    """The mean of ``parts``' scores when all are ok; else failed (any failed) or missing, with the first error."""
+    states = set(parts["status"])
+    status = OK if states == {OK} else FAILED if FAILED in states else MISSING
+    errors = parts["error"].dropna()
+    return {"score": parts["score"].mean() if status == OK else None, "status": status,
+            "error": None if status == OK else (errors.iloc[0] if len(errors) else None)}
+
+
+def average_datasets(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Per seed, each entry's mean over the datasets of the grid (the paper's average over languages).
+
+    A seed's average needs every dataset's value: the paper's numbers are
+    averages over all of them, and one over fewer would not compare.  A
+    failure or gap names its dataset.
+    """
+    keys = [*grid.index, "column", "method_id", "seed"]
+    rows = []
+    for key, group in long.groupby(keys, sort=False):
+        blamed = group.assign(error=[None if pd.isna(e) else f"{d}: {e}"
+                                     for d, e in zip(group["run_dataset"], group["error"])])
+        rows.append({**dict(zip(keys, key)), "run_dataset": ", ".join(group["run_dataset"]), **combined(blamed)})
+    return pd.DataFrame(rows, columns=long.columns)
 
 
 def add_derived(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -113,12 +174,7 @@ def add_derived(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
             by_column = group.set_index("column")
             if set(by_column.index) != set(parts):
                 continue
-            states = set(by_column["status"])
-            status = OK if states == {OK} else FAILED if FAILED in states else MISSING
-            errors = by_column["error"].dropna()
-            extra.append({**dict(zip(keys, key)), "column": name,
-                          "score": by_column["score"].mean() if status == OK else None, "status": status,
-                          "error": None if status == OK else (errors.iloc[0] if len(errors) else None)})
+            extra.append({**dict(zip(keys, key)), "column": name, **combined(by_column)})
     return pd.concat([long, pd.DataFrame(extra, columns=long.columns)], ignore_index=True) if extra else long
 
 
@@ -164,6 +220,11 @@ def summarize(long: pd.DataFrame, grid: Grid, reference: Optional[pd.DataFrame] 
     return summary
 
 
+def has_paper(grid: Grid) -> bool:
+    """Whether the paper's numbers stand beside ours (a grid of any runs may have none)."""
+    return bool(grid.reference.get("file"))
+
+
 def method_key(grid: Grid) -> Optional[str]:
     return next((k for k, t in grid.index.items() if "{method" in t), None)
 
@@ -205,17 +266,21 @@ def shorten(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def entry_text(row: pd.Series) -> str:
-    """``mean ± std (paper; diff) [n=k]``, ``FAILED: error (paper)`` or ``— (paper)``."""
-    paper = _num(row["paper"])
-    if row["status"] == OK:
+def entry_text(row: pd.Series, with_paper: bool = True) -> str:
+    """``mean ± std (paper; diff) [n=k]``, ``FAILED: error (paper)`` or ``— (paper)``; without the
+    parenthesis when no paper stands beside."""
+    ok = row["status"] == OK
+    paper = ""
+    if with_paper:
+        diff = f"; {row['diff']:+.2f}" if ok and not math.isnan(row["paper"]) else ""
+        paper = f" ({_num(row['paper'])}{diff})"
+    if ok:
         ours = _num(row["mean"]) + (f" ± {row['std']:.2f}" if row["n"] >= 2 else "")
-        diff = "" if math.isnan(row["paper"]) else f"; {row['diff']:+.2f}"
         count = f" [n={row['n']}]" if row["n"] != row["expected"] else ""
-        return f"{ours} ({paper}{diff}){count}"
+        return f"{ours}{paper}{count}"
     if row["status"] == FAILED:
-        return f"FAILED: {shorten(row['error'])} ({paper})"
-    return f"{DASH} ({paper})"
+        return f"FAILED: {shorten(row['error'])}{paper}"
+    return f"{DASH}{paper}"
 
 
 def column_order(summary: pd.DataFrame, reference_columns: list[str]) -> list[str]:
@@ -227,7 +292,7 @@ def wide_table(summary: pd.DataFrame, sig: pd.DataFrame, grid: Grid, reference_c
     """The paper's layout: a row per index, a column per reference column, p-value rows per group."""
     keys = list(grid.index)
     columns = column_order(summary, reference_columns)
-    texts = summary.assign(text=summary.apply(entry_text, axis=1))
+    texts = summary.assign(text=summary.apply(entry_text, axis=1, with_paper=has_paper(grid)))
     table = texts.pivot_table(index=keys, columns="column", values="text", aggfunc="first", sort=False)
     table = table.reindex(columns=columns).fillna("").reset_index()
     mkey, keys = method_key(grid), group_keys(grid)
@@ -312,9 +377,18 @@ def plot(summary: pd.DataFrame, grid: Grid, path: Path) -> Optional[Path]:
 
 
 GENERATING_METHODS = ("aclm", "aclm_random", "aclm_only_entity", "mulda")
+#: The config section whose ``constrained`` a generating method's decoding follows.
+CONSTRAINED_SECTIONS = {"aclm": "generation", "aclm_random": "generation", "aclm_only_entity": "generation",
+                        "mulda": "mulda", "daga": "daga"}
+CONSTRAINED_MEANINGS = {
+    "off": "unconstrained, as the paper",
+    "labels": "no generation can break the label-token grammar (an extension, not in the paper)",
+    "entities": "as labels, and each template's entities are written exactly and in order (an extension, not in "
+                "the paper; DAGA and MulDA have no template: labels)",
+}
 
 
-def settings_notes(cells: list[Cell]) -> list[str]:
+def settings_notes(cells: Sequence[Run]) -> list[str]:
     """What every table must say beside it: mixner's gate (its sigma is not in the paper) and the generator."""
     mixner, generators = set(), set()
     for cell in cells:
@@ -323,7 +397,7 @@ def settings_notes(cells: list[Cell]) -> list[str]:
             m = config.get("generation", {}).get("mixner", {})
             if cell.method != "mulda" and m:
                 mixner.add((m.get("mode"), m.get("beta"), m.get("gamma_sigma"), m.get("code_mixed_rounds")))
-            generators.add(config.get("generator", {}).get("model"))
+            generators.add(config.get("mulda" if cell.method == "mulda" else "generator", {}).get("model"))
     notes = []
     for mode, beta, sigma, mixed in sorted(mixner, key=str):
         if mode == "paper":
@@ -335,15 +409,64 @@ def settings_notes(cells: list[Cell]) -> list[str]:
             notes.append(f"mixner: {mode}.")
     notes += [f"generator: {g}" + (" (random weights: generated text means nothing)" if "tiny" in str(g) else "")
               for g in sorted(generators, key=str)]
-    return notes
+    return notes + constrained_notes(cells)
+
+
+def constrained_notes(cells: Sequence[Run]) -> list[str]:
+    """Which decoding constraint (``generation.constrained``; docs/constrained-decoding.md) the runs used, by
+    method; results from before the key existed decoded unconstrained."""
+    methods: dict[str, set[str]] = {}
+    for cell in cells:
+        if cell.method in CONSTRAINED_SECTIONS and cell.result_path.exists():
+            config = read_json(cell.result_path).get("config", {})
+            mode = config.get(CONSTRAINED_SECTIONS[cell.method], {}).get("constrained", "off")
+            methods.setdefault(str(mode), set()).add(cell.method)
+    return [f"decoding: constrained = {mode} ({', '.join(sorted(names))}): "
+            f"{CONSTRAINED_MEANINGS.get(mode, mode)}." for mode, names in sorted(methods.items())]
+
+
+def test_sets(paper: Optional[str], cells: Sequence[Run]) -> str:
+    """Which test sets the paper's numbers (``paper``, a grid's ``reference.test_set``; None: no paper) and ours
+    come from.
+
+    Ours are the runs' datasets and every test set they scored on, each with
+    its registered test file (a dataset folder has none registered) and the
+    sentence counts the runs recorded (``sizes`` in result.json), so a table
+    on the held-out slice never passes for one on the official test sets.
+    """
+    specs = registry()
+    counts: dict[str, set[int]] = {}
+    for cell in cells:
+        spec = specs.get(cell.dataset)
+        for name in (spec.union if spec else None) or [cell.dataset]:
+            counts.setdefault(name, set())
+        if cell.result_path.exists():
+            for key, n in read_json(cell.result_path).get("sizes", {}).items():
+                if key.startswith("test:"):
+                    counts.setdefault(key[len("test:"):], set()).add(n)
+    files = {name: (specs[name].test or "no test file") if name in specs else "a dataset folder" for name in counts}
+    ours = [f"{name} ({files[name]}, "
+            + (f"{' or '.join(map(str, sorted(ns)))} sentences)" if ns else "no run scored yet)")
+            for name, ns in counts.items()]
+    return "Test sets. " + (f"Paper: {paper}. " if paper else "") + f"Ours: {'; '.join(ours)}."
+
+
+def averaging_note(grid: Grid, cells: Sequence[Run]) -> list[str]:
+    """The datasets an averaged grid's entries cover, so a sliced run never passes for the full average."""
+    if not grid.average_datasets or not cells:
+        return []
+    covered = sorted({cell.dataset for cell in cells})
+    return [f"Entries: per seed, the mean over {len(covered)} datasets ({', '.join(covered)}); "
+            f"a seed counts only when all of them have a value."]
 
 
 def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.DataFrame, long: pd.DataFrame,
                     notes: Optional[list[str]] = None) -> str:
     counts = summary.groupby("status").size().to_dict()
+    entry = "ours mean ± std over seeds (paper; ours − paper)" if has_paper(grid) else "mean ± std over seeds"
     lines = [f"## {grid.title}", "",
              f"Profile `{profile}`; entries ok {counts.get(OK, 0)}, failed {counts.get(FAILED, 0)}, "
-             f"missing {counts.get(MISSING, 0)}. Entry: ours mean ± std over seeds (paper; ours − paper), "
+             f"missing {counts.get(MISSING, 0)}. Entry: {entry}, "
              f"[n=k] when only k of the seeds asked for are in; {DASH} missing."]
     if grid.compare:
         lines.append("p: two-sided Welch's t-test of the compared method against the baseline with the highest "
@@ -365,16 +488,30 @@ class Report:
     summary: pd.DataFrame
     significance: pd.DataFrame
     table: pd.DataFrame
+    caption: str          # the LaTeX caption: the title and the test sets
 
 
 def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Optional[PerplexityFn] = None,
                  root: Path = PROJECT_ROOT) -> Report:
-    long = collect(grid, cells, perplexity_fn)
+    """A paper table: the grid's cells beside its reference CSV (a grid naming no test set, Table 3, says none)."""
     reference, reference_columns = read_reference(grid, root)
+    paper = grid.reference.get("test_set")
+    tested = test_sets(paper, cells) if paper else None
+    return assemble(grid, cells, profile, reference, reference_columns, tested, run_status, perplexity_fn)
+
+
+def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[pd.DataFrame],
+             reference_columns: list[str], tested: Optional[str], status_fn: StatusFn = run_status,
+             perplexity_fn: Optional[PerplexityFn] = None) -> Report:
+    """The report of ``runs`` laid out by ``grid``: ``reference`` holds the paper's numbers in long form
+    (index columns, column, paper; None: none), ``tested`` the test-set line, ``status_fn`` reads a run."""
+    long = collect(grid, runs, perplexity_fn, status_fn)
     summary = summarize(long, grid, reference)
     sig = significance(summary, grid)
     table = wide_table(summary, sig, grid, reference_columns)
-    return Report(markdown_report(grid, profile, table, summary, long, settings_notes(cells)), summary, sig, table)
+    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs)]
+    caption = f"{grid.title}. {tested}" if tested else grid.title
+    return Report(markdown_report(grid, profile, table, summary, long, notes), summary, sig, table, caption)
 
 
 def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
@@ -386,7 +523,7 @@ def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
         on=[*group_keys(grid), "column", "method_id"], how="left")
     atomic_write_text(stem.with_suffix(".md"), report.markdown)
     atomic_write_text(stem.with_suffix(".csv"), csv.to_csv(index=False))
-    atomic_write_text(stem.with_suffix(".tex"), latex_table(report.table, grid.title))
+    atomic_write_text(stem.with_suffix(".tex"), latex_table(report.table, report.caption))
     written = [stem.with_suffix(s) for s in (".md", ".csv", ".tex")]
     png = plot(report.summary, grid, stem.with_suffix(".png"))
     return written + ([png] if png else [])
@@ -401,7 +538,7 @@ class PerplexityCache:
         self.path, self.mode, self.device = Path(path), mode, device
         self.values: dict = read_json(self.path) if self.path.exists() else {}
 
-    def __call__(self, cell: Cell, result: dict) -> Optional[float]:
+    def __call__(self, cell: Run, result: dict) -> Optional[float]:
         from aclm.data import read_conll
         from aclm.perplexity import perplexity
 

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from importlib import metadata
 from typing import Iterator
@@ -23,9 +24,24 @@ _LIBRARIES = ("torch", "transformers", "flair", "sentence-transformers", "seqeva
               "scikit-multilearn", "datasets", "numpy")
 
 
+#: Library warnings about the libraries' own internals: nothing a user of this project can act on.
+_LIBRARY_NOISE = (
+    dict(category=FutureWarning),
+    dict(category=DeprecationWarning),
+    dict(message=".*'pin_memory' argument is set as true but no accelerator is found.*"),
+    dict(message="mtime may not be reliable on this filesystem"),    # the Trainer, at every checkpoint it rotates
+)
+
+
 def setup_logging(level: int = logging.INFO) -> None:
+    """Our log lines with a time stamp; libraries' warnings and notices only when they are errors."""
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
+    for noise in _LIBRARY_NOISE:
+        warnings.filterwarnings("ignore", **noise)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
 
 
 def exit_on_sigterm() -> None:

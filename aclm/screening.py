@@ -13,7 +13,11 @@ of ``report.json``) have the same keys, :data:`COUNT_KEYS`:
     the new, well-formed ones;
 ``duplicate``
     repeats an earlier candidate of the same source (same words and tags;
-    for the methods that generate from scratch, any earlier candidate);
+    for the methods that generate from scratch, any earlier candidate).
+    :data:`DEDUPE` says what counts as a repeat: the same words and tags
+    (``parsed``), the same generated text, malformed or not, checked before
+    parsing as the released ACLM script does (``raw``), or nothing (``off``:
+    the released LwTR files keep repeats);
 ``copy``
     reproduces a sentence it came from: its source (LwTR; MELM: its seed or
     its gold source) or, generating from scratch, any training sentence
@@ -48,6 +52,8 @@ KEPT, DUPLICATE, COPY = "kept", "duplicate", "copy"
 MALFORMED = "malformed_"
 STATUSES = (KEPT, DUPLICATE, COPY, *(MALFORMED + r for r in REASONS))
 COUNT_KEYS = ("generated", *STATUSES)
+#: What makes a candidate a repeat of an earlier one of its source (see ``duplicate`` above).
+DEDUPE = ("parsed", "raw", "off")
 
 
 class MalformedGeneration(ValueError):
@@ -79,7 +85,8 @@ def zero_counts(generated: int = 0) -> dict[str, int]:
 
 def screen(sources: Sequence[Hashable], outputs: Sequence[Any],
            parse: Callable[[Any], TaggedSentence] | None = None,
-           is_copy: Callable[[int, TaggedSentence], bool] | None = None) -> tuple[list[Screened], dict[str, int]]:
+           is_copy: Callable[[int, TaggedSentence], bool] | None = None,
+           dedupe: str = "parsed") -> tuple[list[Screened], dict[str, int]]:
     """Read back, drop and count every candidate, in order.
 
     ``sources[i]`` is candidate ``i``'s source key (the same key for every
@@ -90,15 +97,25 @@ def screen(sources: Sequence[Hashable], outputs: Sequence[Any],
     :class:`TaggedSentence` or a :class:`MalformedGeneration`.
     ``is_copy(i, sentence)`` says whether candidate ``i`` reproduces a
     sentence it came from (checked before repeats; a copy is not remembered
-    as seen).  Returns one :class:`Screened` per candidate, and counts with
-    every key of :data:`COUNT_KEYS`.
+    as seen).  ``dedupe`` is one of :data:`DEDUPE`; with ``raw`` the outputs
+    must be hashable (the generated texts).  Returns one :class:`Screened`
+    per candidate, and counts with every key of :data:`COUNT_KEYS`.
     """
     if len(sources) != len(outputs):
         raise ValueError(f"{len(sources)} sources for {len(outputs)} outputs")
+    if dedupe not in DEDUPE:
+        raise ValueError(f"dedupe={dedupe!r} is not one of {DEDUPE}")
     counts = zero_counts(len(outputs))
     rows: list[Screened] = []
     seen: set = set()
     for i, (source, output) in enumerate(zip(sources, outputs)):
+        if dedupe == "raw":
+            repeated = (source, output) in seen
+            seen.add((source, output))
+            if repeated:
+                counts[DUPLICATE] += 1
+                rows.append(Screened(DUPLICATE, None))
+                continue
         sentence = None
         try:
             sentence = parse(output) if parse is not None else output
@@ -110,10 +127,12 @@ def screen(sources: Sequence[Hashable], outputs: Sequence[Any],
             raise TypeError(f"candidate {i}: expected a TaggedSentence or MalformedGeneration, got {type(sentence)}")
         elif is_copy is not None and is_copy(i, sentence):
             status = COPY
-        else:
+        elif dedupe == "parsed":
             key = (source, tuple(sentence.tokens), tuple(sentence.tags))
             status = DUPLICATE if key in seen else KEPT
             seen.add(key)
+        else:
+            status = KEPT
         counts[status] += 1
         rows.append(Screened(status, sentence))
     return rows, counts

@@ -73,6 +73,11 @@ def planning() -> Iterator[None]:
         _planning.reset(token)
 
 
+def in_planning() -> bool:
+    """Whether stages are only being checked (:func:`planning`), not run."""
+    return _planning.get()
+
+
 def view(cfg: DictConfig, keys: Sequence[str]) -> DictConfig:
     """A read-only config holding only ``keys`` (dotted paths) and ``ENVIRONMENT``."""
     out = OmegaConf.create({})

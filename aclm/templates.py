@@ -7,6 +7,10 @@ join of two sentences (:func:`join`), then dynamic masking of some keywords
 (:func:`dynamic_mask`), redrawn every epoch and every generation round.
 Keeping the sentence as pieces until :func:`render` is what lets mixner join
 two sentences before the keywords are masked.
+
+A generation is read back by one of :data:`PARSERS`: ``strict`` (the
+project's rule) or ``released`` (the authors' released S5 script, for the
+``reference_code`` profile; docs/reference-code.md lists where they differ).
 """
 
 from __future__ import annotations
@@ -107,13 +111,6 @@ def render(pieces: Sequence[Piece], mask_token: str) -> str:
     return " ".join(words)
 
 
-def make_template(sentence: TaggedSentence, keywords: Iterable[int], mask_token: str,
-                  rng: random.Random, dynamic: bool = True) -> str:
-    """Steps 1-3 for one sentence (no mixner)."""
-    pieces = skeleton(sentence, keywords)
-    return render(dynamic_mask(pieces, rng) if dynamic else pieces, mask_token)
-
-
 # --------------------------------------------------------------------------- parsing generations
 
 
@@ -182,3 +179,87 @@ def parse_generation(text: str, known_types: Iterable[str], mask_token: str = "<
     if not tokens:
         raise MalformedGeneration("empty", repr(text))
     return TaggedSentence(tokens, normalise_tags(tags))
+
+
+# --------------------------------------------------------------------------- the released code's reading
+
+
+def _released_rejection(word: str, labels: dict[str, str], mask_token: str) -> str | None:
+    """Why the released validity check refuses ``word`` (None: it passes), as one of the shared reasons.
+
+    That check looks only at a word's first and last characters: a word that
+    starts with ``<`` or ends with ``>`` must be a label token, exactly (lower
+    case).  Text glued inside a word (``a<b-per>b``) passes as a plain word.
+    The generator's mask token is refused whatever it looks like (the released
+    code only met mBART's ``<mask>``, which its check refuses).
+    """
+    if word in labels:
+        return None
+    if word == mask_token:
+        return "unfilled_mask"
+    opens, closes = word.startswith("<"), word.endswith(">")
+    if not (opens or closes):
+        return None
+    if mask_token in word:
+        return "unfilled_mask"
+    return "unknown_tag" if opens and closes else "glued_tag"
+
+
+def parse_generation_released(text: str, known_types: Iterable[str], mask_token: str = "<mask>") -> TaggedSentence:
+    """Words and tags as the released S5 script keeps them, or :class:`MalformedGeneration`.
+
+    It accepts a generation whose words pass its check (see
+    :func:`_released_rejection`) and whose label tokens are even in number,
+    then reads label tokens as alternately opening and closing: a pair closed
+    by another label token (``<b-per> x <i-loc>``) is kept, its words take the
+    opening token's tag, an entity opening with ``I-`` keeps it (no repair),
+    and several words inside one pair become one token joined by a space (the
+    released script writes them on one CoNLL line).  An odd count of label
+    tokens is ``unpaired_tag``.
+
+    Where the released script would write broken CoNLL, the clean reading is
+    kept instead: a pair with no word inside (it writes an empty word) is
+    ``empty``, and the text is split at any whitespace, not only at spaces
+    (it writes tabs and line breaks inside words).  An output with no word
+    (the script writes no sentence) is ``empty``.
+    """
+    labels = _label_tags(known_types)
+    words = _strip_special(text).split()
+    for word in words:
+        reason = _released_rejection(word, labels, mask_token)
+        if reason:
+            raise MalformedGeneration(reason, word)
+    if sum(word in labels for word in words) % 2:
+        raise MalformedGeneration("unpaired_tag", f"an odd number of label tokens in {text!r}")
+    tokens: list[str] = []
+    tags: list[str] = []
+    opened: str | None = None
+    inside: list[str] = []
+    for word in words:
+        if word not in labels:
+            if opened:
+                inside.append(word)
+            else:
+                tokens.append(word)
+                tags.append("O")
+        elif opened is None:
+            opened, inside = labels[word], []
+        elif not inside:
+            raise MalformedGeneration("empty", f"nothing between a {opened} token and {word}")
+        else:
+            tokens.append(" ".join(inside))
+            tags.append(opened)
+            opened = None
+    if not tokens:
+        raise MalformedGeneration("empty", repr(text))
+    return TaggedSentence(tokens, tags)
+
+
+def _label_tags(known_types: Iterable[str]) -> dict[str, str]:
+    """Every label token of ``known_types`` -> its tag as the dataset spells it (``<b-per>`` -> ``B-PER``)."""
+    return {label_token(f"{prefix}-{etype}"): f"{prefix}-{etype}"
+            for etype in _type_lookup(known_types).values() for prefix in "BI"}
+
+
+#: How a generation is read back: ``generation.parse`` names one.
+PARSERS = {"strict": parse_generation, "released": parse_generation_released}

@@ -2,7 +2,8 @@
 
 A one-layer LSTM language model is trained on the linearized training
 sentences (``B-PER john I-PER smith went ...``, see
-:mod:`baselines.linearize`); sampling from ``<bos>`` produces sentences with
+:mod:`baselines.linearize`), and the epoch with the lowest dev perplexity is
+kept, as DAGA selects its model; sampling from ``<bos>`` produces sentences with
 their labels, which are parsed back and filtered: unfinished, malformed and
 repeated samples are dropped and counted.  The sentences are generated from
 scratch, so they have no source sentence.
@@ -89,26 +90,46 @@ def _training_tensors(sentences: Sequence[TaggedSentence], vocab: Vocabulary,
     return inputs, targets
 
 
-def train_lm(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, seed: int,
-             device: Device = "cpu") -> tuple[LSTMLanguageModel, Vocabulary]:
-    """Fit the LM on the linearized sentences (Adam, cross-entropy); returned in eval mode.
+@torch.no_grad()
+def dev_perplexity(model: LSTMLanguageModel, inputs: torch.Tensor, targets: torch.Tensor, pad: int,
+                   batch_size: int, device: torch.device) -> float:
+    """exp of the mean next-word cross-entropy over the real positions of the dev pairs (padding excluded)."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for start in range(0, len(inputs), batch_size):
+        x, y = inputs[start:start + batch_size].to(device), targets[start:start + batch_size].to(device)
+        logits, _ = model(x)
+        total += F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), ignore_index=pad,
+                                 reduction="sum").item()
+        tokens += int((y != pad).sum())
+    return torch.tensor(total / tokens).exp().item()     # inf, not an error, for a diverged model
 
-    Seeds torch's global generator (weights, dropout) and shuffles with its
-    own, so a seed fixes the model on CPU.
+
+def train_lm(sentences: Sequence[TaggedSentence], dev: Sequence[TaggedSentence], cfg: DAGAConfig, seed: int,
+             device: Device = "cpu") -> tuple[LSTMLanguageModel, Vocabulary, dict]:
+    """Fit the LM on the linearized sentences (Adam, cross-entropy) and keep the epoch with the lowest dev
+    perplexity, as DAGA does; returned in eval mode, with that epoch and its perplexity.
+
+    Dev words the training data never shows are ``<unk>``.  Seeds torch's
+    global generator (weights, dropout) and shuffles with its own, so a seed
+    fixes the model on CPU; scoring the dev set draws nothing.
     """
-    if not sentences:
-        raise ValueError("DAGA needs at least one training sentence")
+    if not sentences or not dev:
+        raise ValueError("DAGA needs training sentences and dev sentences (for choosing the epoch)")
     device = torch.device(device)
     torch.manual_seed(seed)
     vocab = Vocabulary.build([linearize(s) for s in sentences])
     pad = vocab.stoi[PAD]
     inputs, targets = _training_tensors(sentences, vocab, cfg.max_length)
+    dev_inputs, dev_targets = _training_tensors(dev, vocab, cfg.max_length)
     model = LSTMLanguageModel(len(vocab), cfg.embedding_dim, cfg.hidden_size, cfg.dropout, pad).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     shuffle = torch.Generator().manual_seed(seed)
-    model.train()
-    progress = tqdm(range(cfg.epochs), desc="DAGA LM", unit="epoch")
-    for _ in progress:
+    best: dict = {}
+    best_state: dict[str, torch.Tensor] = {}
+    progress = tqdm(range(1, cfg.epochs + 1), desc="DAGA LM", unit="epoch")
+    for epoch in progress:
+        model.train()
         total, tokens = 0.0, 0
         for batch in torch.randperm(len(inputs), generator=shuffle).split(cfg.batch_size):
             width = int((targets[batch] != pad).sum(1).max())
@@ -120,20 +141,35 @@ def train_lm(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, seed: int,
             optimizer.step()
             real = int((y != pad).sum())
             total, tokens = total + loss.item() * real, tokens + real
-        progress.set_postfix(loss=f"{total / tokens:.3f}")
-    return model.eval(), vocab
+        perplexity = dev_perplexity(model, dev_inputs, dev_targets, pad, cfg.batch_size, device)
+        if epoch == 1 or perplexity < best["lm_best_dev_perplexity"]:    # the first epoch stands even at nan
+            best = {"lm_best_epoch": epoch, "lm_best_dev_perplexity": perplexity}
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        progress.set_postfix(loss=f"{total / tokens:.3f}", dev_ppl=f"{perplexity:.1f}")
+    model.load_state_dict(best_state)
+    return model.eval(), vocab, best
 
 
 @torch.no_grad()
 def _sample_batch(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int,
-                  generator: torch.Generator, device: torch.device) -> list[tuple[list[str], bool]]:
+                  generator: torch.Generator, device: torch.device,
+                  tags: Sequence[str] | None = None) -> list[tuple[list[str], bool]]:
     """Ancestral sampling of ``n`` sequences in lock-step; each with whether it reached ``<eos>``.
 
     ``<pad>``, ``<bos>`` and ``<unk>`` can never be a real next word, so
-    they are excluded from the draw.
+    they are excluded from the draw.  With ``tags`` (``daga.constrained`` not
+    ``off``) the samples keep the linearization readable: after a tag, the
+    tags and ``<eos>`` are excluded (a tag is followed by a word), and
+    ``<eos>`` until a first word (no empty sample).
     """
     pad, eos = vocab.stoi[PAD], vocab.stoi[EOS]
     banned = torch.tensor([pad, vocab.stoi[BOS], vocab.stoi[UNK]], device=device)
+    is_tag = torch.zeros(len(vocab), dtype=torch.bool, device=device)
+    is_tag[[vocab.stoi[t] for t in tags or () if t in vocab.stoi]] = True
+    is_eos = torch.zeros(len(vocab), dtype=torch.bool, device=device)
+    is_eos[eos] = True
+    after_tag = torch.zeros(n, dtype=torch.bool, device=device)
+    said = torch.full((n,), tags is None, dtype=torch.bool, device=device)   # a word drawn yet
     current = torch.full((n, 1), vocab.stoi[BOS], dtype=torch.long, device=device)
     drawn = torch.full((n, max_length), pad, dtype=torch.long, device=device)
     finished = torch.zeros(n, dtype=torch.bool, device=device)
@@ -141,7 +177,11 @@ def _sample_batch(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_lengt
     for step in range(max_length):
         logits, state = model(current, state)
         logits = logits[:, -1].index_fill(1, banned, float("-inf"))
+        logits = logits.masked_fill((after_tag.unsqueeze(1) & (is_tag | is_eos)) | (~said.unsqueeze(1) & is_eos),
+                                    float("-inf"))
         nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(1)
+        after_tag = is_tag[nxt]
+        said |= ~after_tag & ~is_eos[nxt]
         drawn[:, step] = nxt.masked_fill(finished, pad)
         finished |= nxt == eos
         if finished.all():
@@ -153,13 +193,13 @@ def _sample_batch(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_lengt
 
 
 def _sample(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int, seed: int,
-            device: Device, batch_size: int) -> list[tuple[list[str], bool]]:
+            device: Device, batch_size: int, tags: Sequence[str] | None = None) -> list[tuple[list[str], bool]]:
     device = torch.device(device)
     generator = torch.Generator(device=device).manual_seed(seed)
     model.eval()
     out: list[tuple[list[str], bool]] = []
     for start in range(0, n, batch_size):
-        out += _sample_batch(model, vocab, min(batch_size, n - start), max_length, generator, device)
+        out += _sample_batch(model, vocab, min(batch_size, n - start), max_length, generator, device, tags)
     return out
 
 
@@ -169,24 +209,30 @@ def sample(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int,
     return [words for words, _ in _sample(model, vocab, n, max_length, seed, device, batch_size)]
 
 
-def generate(sentences: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int, seed: int,
-             device: Device = "cpu") -> tuple[list[TaggedSentence], dict[str, int]]:
-    """Train the LM and draw ``rounds`` x ``len(sentences)`` samples; keep the new, well-formed ones.
+def generate(sentences: Sequence[TaggedSentence], dev: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int,
+             seed: int, device: Device = "cpu") -> tuple[list[TaggedSentence], dict[str, int], dict]:
+    """Train the LM (best epoch by dev perplexity) and draw ``rounds`` x ``len(sentences)`` samples; keep the
+    new, well-formed ones.  Returns them, the screening counts and the LM's best epoch and dev perplexity.
 
     Dropped and counted (:func:`baselines.linearize.screen`): samples cut off
     at ``max_length`` before ``<eos>`` (``malformed_truncated``), malformed
     ones (``malformed_<reason>``), copies of a training sentence (``copy``)
     and repeats of an earlier sample, same words and tags (``duplicate``).
+    With ``cfg.constrained`` ``labels`` or ``entities`` (which has no template
+    here: the same) no tag is sampled without a word after it, and no sample
+    is empty.
     """
-    model, vocab = train_lm(sentences, cfg, seed, device)
-    samples = _sample(model, vocab, rounds * len(sentences), cfg.max_length, seed, device, batch_size=512)
-    kept, counts = screen(samples, tag_vocabulary(sentences), sentences)
+    model, vocab, lm = train_lm(sentences, dev, cfg, seed, device)
+    tags = tag_vocabulary(sentences)
+    samples = _sample(model, vocab, rounds * len(sentences), cfg.max_length, seed, device, batch_size=512,
+                      tags=sorted(tags) if cfg.constrained != "off" else None)
+    kept, counts = screen(samples, tags, sentences)
     for index, new in kept:
         new.meta = {"method": "daga", "sample_index": index}
-    return [new for _, new in kept], counts
+    return [new for _, new in kept], counts, lm
 
 
 def augment_gold(c, gold) -> tuple[list[dict], dict]:
     """The method table's entry point: R x gold samples, rows for generations.jsonl."""
-    generated, counts = generate(gold.train, c.daga, c.generation.rounds, c.seed, gold.device)
-    return [kept_row(s, []) for s in generated], counts
+    generated, counts, lm = generate(gold.train, gold.dev, c.daga, c.generation.rounds, c.seed, gold.device)
+    return [kept_row(s, []) for s in generated], {**counts, **lm}

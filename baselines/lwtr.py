@@ -8,6 +8,16 @@ distributions, and ``O`` has its own.  Keeping the prefix means a first-token
 position is refilled with words seen opening a name and a continuation
 position with words seen continuing one, which is what the tag sequence (left
 untouched) asserts about them.
+
+Two variants (``lwtr.variant``):
+
+* ``paper``: every token may be replaced; an augmentation that copies its
+  source or repeats an earlier one of the same source is dropped.
+* ``released``: what the LwTR files shipped with the authors' code show (no
+  LwTR code was released; docs/reference-code.md gives the evidence): the
+  words of NLTK's English stop-word list are never replaced and never drawn,
+  in every language, and every augmentation is kept, copies and repeats
+  included, so each gold sentence gets exactly R.
 """
 
 from __future__ import annotations
@@ -22,13 +32,37 @@ from aclm.screening import KEPT, screen
 
 Distribution = dict[str, tuple[list[str], list[float]]]
 
+#: NLTK's English stop-word list (179 words), the function words the released LwTR files never touch.
+ENGLISH_FUNCTION_WORDS = frozenset("""
+i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves
+he him his himself she she's her hers herself it it's its itself they them their theirs themselves
+what which who whom this that that'll these those am is are was were be been being have has had
+having do does did doing a an the and but if or because as until while of at by for with about
+against between into through during before after above below to from up down in out on off over
+under again further then once here there when where why how all any both each few more most other
+some such no nor not only own same so than too very s t can will just don don't should should've
+now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn
+hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn
+shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
+""".split())
+VARIANTS = ("paper", "released")
 
-def token_distribution(sentences: Sequence[TaggedSentence]) -> Distribution:
-    """Per label, its training tokens (first-seen order) and their relative frequencies."""
+
+def is_fixed(token: str, variant: str) -> bool:
+    """Whether ``token`` stays out of replacement, as a replaced token and as a drawn one."""
+    return variant == "released" and token.lower() in ENGLISH_FUNCTION_WORDS
+
+
+def token_distribution(sentences: Sequence[TaggedSentence], variant: str = "paper") -> Distribution:
+    """Per label, its training tokens (first-seen order) and their relative frequencies.
+
+    Under ``released`` the function words (:func:`is_fixed`) are left out, so they are never drawn.
+    """
     counts: dict[str, Counter] = {}
     for sentence in sentences:
         for token, tag in zip(sentence.tokens, sentence.tags):
-            counts.setdefault(tag, Counter())[token] += 1
+            if not is_fixed(token, variant):
+                counts.setdefault(tag, Counter())[token] += 1
     dist: Distribution = {}
     for tag, counter in counts.items():
         total = sum(counter.values())
@@ -36,8 +70,10 @@ def token_distribution(sentences: Sequence[TaggedSentence]) -> Distribution:
     return dist
 
 
-def replace(sentence: TaggedSentence, dist: Distribution, p: float, rng: random.Random) -> TaggedSentence:
-    """One augmentation of ``sentence``: each token is replaced with probability ``p``.
+def replace(sentence: TaggedSentence, dist: Distribution, p: float, rng: random.Random,
+            variant: str = "paper") -> TaggedSentence:
+    """One augmentation of ``sentence``: each token (but the fixed ones, :func:`is_fixed`) is replaced
+    with probability ``p``.
 
     The coin flips come first, then one draw of all replacements per label
     (``random.choices`` with ``k``), so a sentence costs one pass over each
@@ -45,7 +81,7 @@ def replace(sentence: TaggedSentence, dist: Distribution, p: float, rng: random.
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p={p} must lie in [0, 1]")
-    chosen = [i for i in range(len(sentence)) if rng.random() < p]
+    chosen = [i for i, token in enumerate(sentence.tokens) if not is_fixed(token, variant) and rng.random() < p]
     by_label: dict[str, list[int]] = {}
     for i in chosen:
         by_label.setdefault(sentence.tags[i], []).append(i)
@@ -60,22 +96,26 @@ def replace(sentence: TaggedSentence, dist: Distribution, p: float, rng: random.
 
 
 def augment(sentences: Sequence[TaggedSentence], p: float, rounds: int,
-            seed: int) -> tuple[list[TaggedSentence], dict[str, int]]:
+            seed: int, variant: str = "paper") -> tuple[list[TaggedSentence], dict[str, int]]:
     """``rounds`` passes of :func:`replace` over every sentence, with the drop counts.
 
     Rounds are the outer loop and one generator drives every draw, so the
     augmentations of R rounds start with exactly those of fewer rounds (an
-    R sweep is nested).  The shared :func:`aclm.screening.screen` drops and
-    counts an augmentation identical to its source (``copy``) or to an earlier
-    augmentation of the same source (``duplicate``).  Each kept one records
-    its source's index and its round in ``meta``.
+    R sweep is nested).  Under ``paper`` the shared
+    :func:`aclm.screening.screen` drops and counts an augmentation identical
+    to its source (``copy``) or to an earlier augmentation of the same source
+    (``duplicate``); under ``released`` it keeps them all.  Each kept one
+    records its source's index and its round in ``meta``.
     """
-    dist = token_distribution(sentences)
+    if variant not in VARIANTS:
+        raise ValueError(f"lwtr.variant={variant!r} is not one of {VARIANTS}")
+    dist = token_distribution(sentences, variant)
     rng = random.Random(seed)
-    drawn = [(round_, index, replace(source, dist, p, rng))
+    drawn = [(round_, index, replace(source, dist, p, rng, variant))
              for round_ in range(rounds) for index, source in enumerate(sentences)]
-    screened, counts = screen([index for _, index, _ in drawn], [new for *_, new in drawn],
-                              is_copy=lambda i, new: new.tokens == sentences[drawn[i][1]].tokens)
+    is_copy = (lambda i, new: new.tokens == sentences[drawn[i][1]].tokens) if variant == "paper" else None
+    screened, counts = screen([index for _, index, _ in drawn], [new for *_, new in drawn], is_copy=is_copy,
+                              dedupe="parsed" if variant == "paper" else "off")
     kept: list[TaggedSentence] = []
     for (round_, index, new), verdict in zip(drawn, screened):
         if verdict.status == KEPT:
@@ -86,5 +126,5 @@ def augment(sentences: Sequence[TaggedSentence], p: float, rounds: int,
 
 def augment_gold(c, gold) -> tuple[list[dict], dict]:
     """The method table's entry point: R rounds over the gold sentences, rows for generations.jsonl."""
-    augmented, counts = augment(gold.train, c.lwtr.p, c.generation.rounds, c.seed)
+    augmented, counts = augment(gold.train, c.lwtr.p, c.generation.rounds, c.seed, c.lwtr.variant)
     return [kept_row(s, [s.meta["source_index"]], round=s.meta["round"]) for s in augmented], counts

@@ -8,7 +8,8 @@ encoder sees only the language code (an empty source) and the decoder learns
 the linearized sentences; generation samples from the start, and the samples
 are parsed back and filtered exactly as DAGA's: unfinished, malformed and
 repeated ones are dropped and counted.  Sentences are generated from scratch,
-so they have no source sentence.
+so they have no source sentence.  Its settings are the ``mulda`` section of the
+config (``configs/profiles/paper.yaml`` says where each comes from).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2Se
 
 from aclm.augmentation import Gold, kept_row
 from aclm.config import model_path
+from aclm.constraints import LabelGrammar, TokenClasses, sampling_arguments
 from aclm.data import TaggedSentence
 from aclm.generation import decode_keeping_labels
 from aclm.finetuning import best_evaluation, label_words, language_code, load_generator, training_arguments
+from aclm.progress import show_progress
 from aclm.tokens import add_tokens
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
@@ -75,9 +78,9 @@ def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSe
     train_codes, dev_codes = codes or ([None] * len(train), [None] * len(dev))
     pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(train, train_codes)]
     dev_pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(dev, dev_codes)]
-    trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, checkpoints, seed, device), train_dataset=pairs, eval_dataset=dev_pairs,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
-    trainer.train()
+    trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, checkpoints, seed, device), train_dataset=pairs,
+                             eval_dataset=dev_pairs, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+    show_progress(trainer, "fine-tune MulDA's LM").train()
     return trainer.model.eval(), best_evaluation(trainer)
 
 
@@ -99,25 +102,31 @@ def decode(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], tag_ids: set[
 
 
 @torch.inference_mode()
-def sample(model, tokenizer: PreTrainedTokenizerBase, n: int, rounds: int, cfg: DictConfig, tags: Sequence[str],
+def sample(model, tokenizer: PreTrainedTokenizerBase, n: int, cfg: DictConfig, tags: Sequence[str],
            seed: int, device: torch.device) -> list[Sample]:
-    """``rounds`` x ``n`` samples, ``cfg.batch_size`` x ``rounds`` per ``generate`` call.
+    """``cfg.rounds`` x ``n`` samples, ``cfg.generation_batch_size`` x ``cfg.rounds`` per ``generate`` call.
 
     Every encoder input is the bare language code, so a call asks for
-    ``rounds`` returns of each of up to ``cfg.batch_size`` copies.  The
+    ``cfg.rounds`` returns of each of up to ``cfg.generation_batch_size`` copies.  The
     model's forced ``</s>`` at ``max_length`` is switched off, or a
     cut-off sample would look finished.  Call ``c`` draws after
-    ``torch.manual_seed(seed + c)``.
+    ``torch.manual_seed(seed + c)``.  With ``cfg.constrained`` ``labels`` or
+    ``entities`` (no template here: the same) a tag token is always followed
+    by a word (:class:`aclm.constraints.LabelGrammar`, ``paired=False``).
     """
     code = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
     tag_ids = set(tokenizer.convert_tokens_to_ids(list(tags)))
+    classes = TokenClasses.of(tokenizer, tags) if cfg.constrained != "off" else None
     out: list[Sample] = []
-    for call, start in enumerate(tqdm(range(0, n, cfg.batch_size), desc="MulDA sample", unit="batch")):
-        inputs = torch.full((min(cfg.batch_size, n - start), 1), code, dtype=torch.long, device=device)
+    batch = cfg.generation_batch_size
+    for call, start in enumerate(tqdm(range(0, n, batch), desc="MulDA sample", unit="batch")):
+        inputs = torch.full((min(batch, n - start), 1), code, dtype=torch.long, device=device)
+        grammar = LabelGrammar(classes, paired=False) if classes else None
         torch.manual_seed(seed + call)
         generated = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs), do_sample=True,
-                                   top_k=cfg.top_k, num_beams=1, num_return_sequences=rounds,
-                                   max_length=cfg.max_length, forced_bos_token_id=code, forced_eos_token_id=None)
+                                   num_beams=1, num_return_sequences=cfg.rounds, max_length=cfg.max_length,
+                                   forced_bos_token_id=code, forced_eos_token_id=None,
+                                   **sampling_arguments(grammar, cfg.top_k, num_beams=1))
         out += [decode(tokenizer, ids, tag_ids) for ids in generated.tolist()]
     return out
 
@@ -127,21 +136,20 @@ def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
     if not gold.train or not gold.dev:
         raise ValueError("MulDA needs training sentences and dev sentences (for choosing the checkpoint)")
     set_seed(cfg.seed)
+    m = cfg.mulda
     tags = sorted(tag_vocabulary([*gold.train, *gold.dev]))
     device = torch.device(gold.device)
-    model, tokenizer = setup(model_path(cfg.generator.model), gold.languages[0], tags, device,
-                             dict(cfg.generator.label_token_init))
+    model, tokenizer = setup(model_path(m.model), gold.languages[0], tags, device, dict(m.label_token_init))
     code = {lang: language_code(tokenizer, lang) for lang in {*gold.languages, *gold.dev_languages}}
     with tempfile.TemporaryDirectory(dir=gold.work_dir) as checkpoints:
-        model, best = finetune(model, tokenizer, gold.train, gold.dev, cfg.generator, cfg.seed, device,
+        model, best = finetune(model, tokenizer, gold.train, gold.dev, m, cfg.seed, device,
                                Path(checkpoints), ([code[x] for x in gold.languages],
                                                    [code[x] for x in gold.dev_languages]))
-    log.info("MulDA LM: best dev loss %.4f at epoch %s of %d", best["eval_loss"], best["epoch"], cfg.generator.epochs)
+    log.info("MulDA LM: best dev loss %.4f at epoch %s of %d", best["eval_loss"], best["epoch"], m.epochs)
     samples: list[Sample] = []
     for i, lang in enumerate(sorted(set(gold.languages))):  # R samples per gold sentence of each language
         tokenizer.tgt_lang = code[lang]
-        samples += sample(model, tokenizer, gold.languages.count(lang), cfg.generation.rounds, cfg.generation,
-                          tags, cfg.seed + 1000 * i, device)
+        samples += sample(model, tokenizer, gold.languages.count(lang), m, tags, cfg.seed + 1000 * i, device)
     kept, counts = screen(samples, set(tags), gold.train)
     rows = [kept_row(s, [], sample_index=index) for index, s in kept]
     return rows, {**counts, "lm_best_dev_loss": best["eval_loss"], "lm_best_epoch": best["epoch"]}

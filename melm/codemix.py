@@ -4,8 +4,9 @@ For each training sentence with an entity, a target language is drawn
 uniformly first (among the other languages in which one of the sentence's
 entities has a same-type mention), then one of those entities (at random) is
 replaced by its most similar same-type mention of that language, as MELM
-section 2.5 does; a language marker (``<de>``) goes before
-the swapped entity, as in MELM, so the LM knows which language it is reading.
+section 2.5 does; a language marker (``<de>``) goes before every word of
+the swapped entity, as MELM's released code writes it, so the LM knows which
+language it is reading.
 The marker lives only in the linearized input; the sentence itself
 (:class:`melm.encoding.Seed`) keeps plain words and BIO tags.
 
@@ -81,11 +82,12 @@ def nearest_same_type(queries: torch.Tensor, query_types: Sequence[str], candida
 
 
 def swap(sentence: TaggedSentence, source: int, start: int, end: int, mention: Mention) -> Seed:
-    """The sentence with words ``start:end`` replaced by ``mention`` (same type), marked with its language."""
+    """The sentence with words ``start:end`` replaced by ``mention`` (same type), each of its words marked with
+    its language."""
     tags = [f"B-{mention.type}"] + [f"I-{mention.type}"] * (len(mention.words) - 1)
     return Seed(TaggedSentence(sentence.tokens[:start] + list(mention.words) + sentence.tokens[end:],
                                sentence.tags[:start] + tags + sentence.tags[end:]),
-                source, {start: mention.language})
+                source, {start + k: mention.language for k in range(len(mention.words))})
 
 
 def code_mix(train: Sequence[TaggedSentence], pool: Mapping[str, Sequence[TaggedSentence]], embed: Embed,

@@ -2,9 +2,10 @@
 
 A sentence is linearized with the shared label tokens (``<b-per> john
 <b-per>``); a code-mixed sentence also carries a language marker (``<de>``)
-before each swapped entity.  Each sub-token remembers the sentence word it
-belongs to and the entity it is part of, which is all the masking (training
-and generation) and the word-by-word read-back need.
+before each word of a swapped entity, as MELM's released code writes it.
+Each sub-token remembers the sentence word it belongs to and the entity it is
+part of, which is all the masking (training and generation) and the
+word-by-word read-back need.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenize
 
 from aclm.config import model_path
 from aclm.data import TaggedSentence
-from aclm.finetuning import add_label_tokens
-from aclm.templates import linearize
+from aclm.finetuning import type_words
+from aclm.templates import label_tokens, linearize
 from aclm.tokens import add_tokens
 
 #: The longest input any XLM-R checkpoint takes; a tokenizer may declare less.
@@ -29,7 +30,7 @@ class Seed:
     """A sentence MELM trains on and augments: a gold one, or a code-mixed copy of it.
 
     ``source`` is the index of the gold training sentence it comes from;
-    ``markers`` maps the first word of each swapped entity to the language it
+    ``markers`` maps every word of each swapped entity to the language it
     was taken from.
     """
 
@@ -101,10 +102,19 @@ def add_markers(model, tokenizer: PreTrainedTokenizerBase, languages: Sequence[s
     return tokens
 
 
+def add_melm_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
+                          init_words: dict) -> list[str]:
+    """Add ``<b-x>``/``<i-x>`` per type, both starting from the words of the type alone, as MELM's paper does
+    (``<b-per>`` and ``<i-per>`` from "person"; ACLM's generator adds a position word, aclm.finetuning)."""
+    tokens = label_tokens(types)
+    add_tokens(model, tokenizer, tokens, {t: type_words(t[1:-1].split("-", 1)[1], init_words) for t in tokens})
+    return tokens
+
+
 def load_mlm(name: str, types: Sequence[str], init_words: dict, languages: Sequence[str] = ()):
     """The masked LM and its tokenizer, with label tokens (and language markers) in the vocabulary."""
     tokenizer = AutoTokenizer.from_pretrained(model_path(name))
     model = AutoModelForMaskedLM.from_pretrained(model_path(name))
-    add_label_tokens(model, tokenizer, types, dict(init_words))
+    add_melm_label_tokens(model, tokenizer, types, dict(init_words))
     add_markers(model, tokenizer, languages)
     return model, tokenizer

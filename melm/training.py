@@ -25,6 +25,7 @@ from transformers import (DataCollatorForLanguageModeling, DataCollatorForTokenC
 
 from aclm.config import MELMConfig
 from aclm.finetuning import best_evaluation, precision_flags
+from aclm.progress import show_progress
 from melm.encoding import Encoded
 
 log = logging.getLogger("melm.training")
@@ -106,7 +107,7 @@ def finetune(model, tokenizer, train: list[dict], dev: list[dict], cfg: MELMConf
              device: torch.device, out_dir: Path) -> dict:
     """Train, load the best epoch into ``model`` and delete the checkpoints (nothing reads them later)."""
     trainer = build_trainer(model, tokenizer, train, dev, cfg, seed, device, out_dir)
-    trainer.train()
+    show_progress(trainer, "fine-tune MELM").train()
     shutil.rmtree(out_dir, ignore_errors=True)
     best = best_evaluation(trainer)
     log.info("MELM fine-tuned: best dev loss %.4f at epoch %s", best["eval_loss"], best["epoch"])

@@ -13,6 +13,14 @@ generation (S5).  Then, on the same models and data, the released code's way:
 * generation: a ``text2text-generation`` pipeline called once per template
   (5 beams, top-k 10 sampling, up to 100 tokens: the paper's decoding), against
   our batched decoding with the same settings;
+* usable augmentations per CPU second on those templates: the pipeline call
+  per template, whose output the released validity rule accepts or not
+  (``generation.parse=released``), against our batched decoding under each
+  ``generation.constrained`` mode.  Usable: well formed (the project's
+  parse), every entity of the source kept, not a copy of it.  The constrained
+  modes also give the grammar's own share of the decoding time.  Only a
+  fine-tuned generator makes this meaningful: ``--generator`` an S4 folder
+  (``storage.keep_models=true`` keeps it), e.g. of a mini-profile ACLM run;
 * retrieval: scipy's cosine distance over every pair of sentences in a Python
   double loop, timed at ``--pairs-n`` sentences and extrapolated to 15,000
   (N^2 pairs; encoding grows with N), against our search measured at 15,000.
@@ -27,18 +35,23 @@ import argparse
 import json
 import random
 import time
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from omegaconf import OmegaConf
 
 from aclm.config import load_config, model_path
+from aclm.constraints import MODES, LabelGrammar
 from aclm.data import TaggedSentence, read_conll
 from aclm.datasets import load_split
 from aclm.finetuning import add_label_tokens, language_code, load_generator
-from aclm.generation import Job, decode_jobs, nearest_neighbours
+from aclm.generation import Job, decode_jobs, decode_keeping_labels, nearest_neighbours
 from aclm.keywords import extract_keywords
-from aclm.templates import dynamic_mask, label_tokens, render, skeleton
+from aclm.screening import MalformedGeneration
+from aclm.templates import PARSERS, dynamic_mask, label_tokens, parse_generation, render, skeleton
 
 FULL_RETRIEVAL = 15_000
 
@@ -57,18 +70,102 @@ def timed(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def released_generation(model, tokenizer, templates: list[str], decoding, code: str, device) -> float:
-    """The released code's decoding: one pipeline call per template."""
+class Clock:
+    """Wall and CPU seconds of a block (CPU: this process, every thread)."""
+
+    def __enter__(self) -> "Clock":
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+@contextmanager
+def grammar_clock(device) -> Iterator[list[float]]:
+    """Seconds of every :class:`LabelGrammar` call (one per decoding step) while the block runs."""
+    spent: list[float] = []
+    call = LabelGrammar.__call__
+
+    def clocked(self, input_ids, scores):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = call(self, input_ids, scores)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        spent.append(time.perf_counter() - start)
+        return out
+
+    LabelGrammar.__call__ = clocked
+    try:
+        yield spent
+    finally:
+        LabelGrammar.__call__ = call
+
+
+def released_generation(model, tokenizer, templates: list[str], decoding, code: str, device,
+                        keep_ids: set[int]) -> tuple[Clock, list[str]]:
+    """The released code's decoding: one pipeline call per template; its time and outputs (label tokens kept)."""
     from transformers import pipeline
 
     generate = pipeline("text2text-generation", model=model, tokenizer=tokenizer, device=device)
     generate.generation_config.max_new_tokens = None   # the pipeline's own default (256) would override max_length
-    start = time.perf_counter()
-    for i, template in enumerate(templates):
-        torch.manual_seed(i)
-        generate(template, do_sample=True, top_k=decoding.top_k, num_beams=decoding.num_beams,
-                 max_length=decoding.max_length, forced_bos_token_id=tokenizer.convert_tokens_to_ids(code))
-    return time.perf_counter() - start
+    outputs = []
+    with Clock() as clock:
+        for i, template in enumerate(templates):
+            torch.manual_seed(i)
+            ids = generate(template, do_sample=True, top_k=decoding.top_k, num_beams=decoding.num_beams,
+                           max_length=decoding.max_length, forced_bos_token_id=tokenizer.convert_tokens_to_ids(code),
+                           return_tensors=True)[0]["generated_token_ids"]
+            outputs.append(decode_keeping_labels(tokenizer, ids.tolist(), keep_ids))
+    return clock, outputs
+
+
+def usable(text: str, source: TaggedSentence, types: list[str]) -> bool:
+    """Well formed (the project's parse), every entity of ``source`` kept (words and type), not a copy of it."""
+    try:
+        parsed = parse_generation(text, types)
+    except MalformedGeneration:
+        return False
+    return not (entities(source) - entities(parsed)) and parsed.tokens != source.tokens
+
+
+def entities(sentence: TaggedSentence) -> Counter:
+    """A sentence's entities as a multiset of (words, type)."""
+    return Counter((tuple(sentence.tokens[a:b]), etype) for a, b, etype in sentence.spans())
+
+
+def accepted_by_released_rule(text: str, types: list[str]) -> bool:
+    try:
+        PARSERS["released"](text, types)
+    except MalformedGeneration:
+        return False
+    return True
+
+
+def usable_comparison(model, tokenizer, sentences: list[TaggedSentence], templates: list[str], decoding, types,
+                      code: str, device) -> dict[str, dict]:
+    """Per approach: seconds (wall, CPU), usable augmentations, and for the constrained modes the grammar's time."""
+    labels = label_tokens(types)
+    keep_ids = set(tokenizer.convert_tokens_to_ids(labels)) | {tokenizer.mask_token_id}
+    jobs = [Job(i, 0, None, t) for i, t in enumerate(templates)]
+    runs: dict[str, tuple[Clock, list[str], list[float]]] = {}
+    clock, outputs = released_generation(model, tokenizer, templates, decoding, code, device, keep_ids)
+    runs["released"] = (clock, outputs, [])
+    for mode in MODES:
+        with grammar_clock(device) as spent, Clock() as clock:
+            outputs = decode_jobs(model, tokenizer, jobs, OmegaConf.merge(decoding, {"constrained": mode}), labels,
+                                  [code] * len(jobs), 1, device)
+        runs[mode] = (clock, outputs, spent)
+    out = {}
+    for name, (clock, outputs, spent) in runs.items():
+        good = sum(usable(text, sentences[i], types) for i, text in enumerate(outputs))
+        out[name] = {"wall_s": clock.wall, "cpu_s": clock.cpu, "usable": good, "usable_per_cpu_s": good / clock.cpu,
+                     "accepted_released_rule": sum(accepted_by_released_rule(t, types) for t in outputs),
+                     "grammar_s": sum(spent), "grammar_steps": len(spent),
+                     "grammar_share": sum(spent) / (clock.wall - sum(spent)) if spent else 0.0}
+    return out
 
 
 def released_retrieval(texts: list[str], embedder: str, device) -> tuple[float, float]:
@@ -138,10 +235,11 @@ def main() -> None:
     # --- the released code's approach, same models and data
     compared = templates[:args.compare]
     decoding = OmegaConf.merge(paper_decoding, {"batch_size": cfg.generation.batch_size})
-    ours, _ = timed(decode_jobs, model, gen_tok, [Job(i, 0, None, t) for i, t in enumerate(compared)], decoding,
-                    label_tokens(types), [code] * len(compared), 1, device)
-    theirs = released_generation(model, gen_tok, compared, paper_decoding, code, device)
+    approaches = usable_comparison(model, gen_tok, sentences[:args.compare], compared, decoding, types, code, device)
+    ours, theirs = approaches["off"]["wall_s"], approaches["released"]["wall_s"]
     figures.update(generation_ours_s=ours, generation_released_s=theirs, generation_speedup=theirs / ours)
+    for name, facts in approaches.items():
+        figures.update({f"{name}_{k}": v for k, v in facts.items()})
     encode_s, loop_s = released_retrieval([" ".join(s.tokens) for s in corpus(args.pairs_n)], embedder, device)
     scale = FULL_RETRIEVAL / args.pairs_n
     released_full = encode_s * scale + loop_s * scale ** 2
@@ -160,6 +258,15 @@ def main() -> None:
           f"  retrieval, {FULL_RETRIEVAL:,} sentences: scipy pairwise loop {released_full:,.0f} s "
           f"(extrapolated from {args.pairs_n}: encode {encode_s:.1f} s, loop {loop_s:.1f} s), ours "
           f"{figures['retrieval_15k_seconds']:.1f} s (measured): {figures['retrieval_speedup_15k']:,.0f}x")
+    print(f"\nusable augmentations (well formed, every entity kept, not a copy) of {len(compared)} templates, "
+          f"generator {generator_name}:")
+    for name, facts in approaches.items():
+        what = ("one pipeline call per template; the released rule accepts "
+                f"{facts['accepted_released_rule']}" if name == "released" else f"batched, constrained {name}")
+        grammar = (f"; the grammar {100 * facts['grammar_share']:.1f}% over the rest of decoding, "
+                   f"{1000 * facts['grammar_s'] / facts['grammar_steps']:.2f} ms a step" if facts["grammar_steps"] else "")
+        print(f"  {what}: {facts['usable']} usable in {facts['cpu_s']:.1f} CPU s "
+              f"= {facts['usable_per_cpu_s']:.2f} a CPU second{grammar}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 

@@ -15,7 +15,6 @@ mBART-50-large, and ACLM's F1 at this scale says little about the paper's.
 from __future__ import annotations
 
 import json
-import logging
 
 from aclm import experiment as ex
 from aclm import layout
@@ -95,9 +94,8 @@ def show_keywords(cfg) -> None:
 
 
 def main() -> None:
-    args, _ = parse(stage_parser(__doc__), [])
+    args, _ = parse(stage_parser(__doc__))
     overrides = ["profile=mini", "gold=100", f"ner.epochs={DEMO_EPOCHS}", "run_dir=runs/demo", *args.overrides]
-    logging.getLogger("flair").setLevel(logging.WARNING)
     missing = [p for p in ex.dataset_files(load_config(overrides)) if not p.exists()]
     if missing and not any(o.startswith("dataset=") for o in args.overrides):
         print(f"{missing[0]} not found (set ACLM_DATA_DIR to the data folder): using the bundled sample instead")
@@ -115,7 +113,7 @@ def main() -> None:
     recipe = load_config([o for o in overrides if not o.startswith("ner.epochs=")])  # the profile's own epochs
     if cfg.ner.epochs < recipe.ner.epochs:
         print(f"(both taggers trained {cfg.ner.epochs} epochs, far from converged: the gap between them is mostly "
-              "ACLM's extra updates; the README's miniature Table 1 has the converged comparison)")
+              "ACLM's extra updates; docs/RESULTS.md has the converged miniature Table 1)")
     if "tiny" in cfg.generator.model:
         print("(the generator has random weights: ACLM's augmentations, and its F1, mean nothing yet)")
     show_keywords(cfg)

@@ -1,10 +1,13 @@
 #!/usr/bin/env python
-"""Score NER output with seqeval (conlleval semantics): micro P/R/F1, F1 per type, F1 by length.
+"""Score NER output with seqeval (conlleval semantics, or --strict IOB2): micro and per-type P/R/F1 with
+support, and P/R/F1 by sentence length.  The tags are checked as a run's data are (aclm/datacheck.py):
+a lower-case tag fails (exit 1); a gold type in fewer than data_check.min_type_sentences sentences (a
+misspelt B-PRE?) and a predicted type the gold data lacks are warnings.
 
     # compare two CoNLL files (same sentences, same tokens), e.g. gold and a system's output
     python scripts/evaluate.py --gold test.conll --pred system.conll [--json scores.json]
     # a 3-column file token<TAB>gold<TAB>predicted (what train_ner.py writes under predictions/)
-    python scripts/evaluate.py --pred runs/.../s1_ner/predictions/multiconer_en.conll
+    python scripts/evaluate.py --pred runs/.../s1_eval/predictions/multiconer_en.conll
     # a trained flair model on the setting's test set(s)
     python scripts/evaluate.py --model runs/.../s1_ner/best-model.pt profile=tiny dataset=multiconer/en
 """
@@ -14,36 +17,63 @@ from __future__ import annotations
 from pathlib import Path
 
 from aclm.cli import main_guard, parse, stage_parser
-from aclm.data import DataError, read_conll, split_columns
+from aclm.data import (DataError, TaggedSentence, entity_types, read_conll, read_text_lines, split_columns,
+                       tagged_sentence, tags_as_written)
+from aclm.datacheck import Report, rare_types, tag_problems
 from aclm.io import write_json
 from aclm.metrics import evaluate_tags, format_scores
 
 
-def read_columns(path: Path) -> tuple[list[list[str]], list[list[str]]]:
-    """Gold and predicted tags from a token<TAB>gold<TAB>pred file."""
-    gold, pred, g, p = [], [], [], []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            if g:
-                gold.append(g), pred.append(p)
-            g, p = [], []
-            continue
-        cols = split_columns(line.strip())
-        if len(cols) != 3:
-            raise DataError(f"{path}:{lineno}: expected token, gold and predicted tag, found {len(cols)} columns")
-        g.append(cols[1]), p.append(cols[2])
-    if g:
-        gold.append(g), pred.append(p)
+def read_columns(path: Path) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
+    """Gold and predicted sentences from a token<TAB>gold<TAB>pred file."""
+    gold, pred, rows = [], [], []
+    for lineno, line in enumerate([*read_text_lines(path), ""], start=1):
+        if line.strip():
+            cols = split_columns(line.strip())
+            if len(cols) != 3:
+                raise DataError(f"{path}:{lineno}: expected token, gold and predicted tag, found {len(cols)} columns")
+            rows.append((lineno, *cols))
+        elif rows:
+            lines, tokens, gold_tags, pred_tags = zip(*rows)
+            gold.append(tagged_sentence(tokens, gold_tags, path, lines))
+            pred.append(tagged_sentence(tokens, pred_tags, path, lines))
+            rows = []
     return gold, pred
 
 
-def compare_files(gold_file: Path, pred_file: Path) -> dict:
+def aligned(gold_file: Path, pred_file: Path) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
     gold, pred = read_conll(gold_file), read_conll(pred_file)
     if len(gold) != len(pred):
         raise DataError(f"{pred_file}: {len(pred)} sentences, but {gold_file} has {len(gold)}")
     for g, p in zip(gold, pred):
         if g.tokens != p.tokens:
             raise DataError(f"{p.meta['source']}: tokens differ from {g.meta['source']}")
+    return gold, pred
+
+
+def check(gold: list[TaggedSentence], pred: list[TaggedSentence], cfg) -> Report:
+    """The run's data check on both sides: a lower-case tag fails; a gold type in fewer than
+    ``data_check.min_type_sentences`` sentences and a predicted type the gold data never has (it can only
+    add false positives) are warnings, since a small file may rightly hold a type once."""
+    report = Report()
+    for sentences in (gold, pred):
+        errors, warnings = tag_problems(sentences, None)
+        report.errors += errors if cfg.data_check.canonical_tags else [e for e in errors if "upper-case" not in e]
+        report.warnings += warnings
+    report.warnings += rare_types(gold, cfg.data_check.min_type_sentences)
+    for etype in sorted(entity_types(pred) - entity_types(gold)):
+        where = next(s.meta.get("source", "?") for s in pred if etype in s.entity_types)
+        report.warnings.append(f"{where}: predicted type {etype!r} does not occur in the gold data")
+    return report
+
+
+def score(gold: list[TaggedSentence], pred: list[TaggedSentence], cfg, strict: bool) -> dict:
+    report = check(gold, pred, cfg)
+    for message in report.warnings:
+        print(f"warning: {message}")
+    report.raise_errors()
+    if strict:   # scored as written: an I- that opens an entity is not one
+        return evaluate_tags([s.tags for s in gold], [tags_as_written(s) for s in pred], strict=True)
     return evaluate_tags([s.tags for s in gold], [s.tags for s in pred])
 
 
@@ -52,26 +82,32 @@ def main() -> None:
     parser.add_argument("--gold", type=Path, help="gold CoNLL file")
     parser.add_argument("--pred", type=Path, help="predicted CoNLL file (or a 3-column file without --gold)")
     parser.add_argument("--model", type=Path, help="a flair model to run on the configured test set(s)")
+    parser.add_argument("--strict", action="store_true",
+                        help="seqeval's strict mode (IOB2): an entity must open with B- to count")
     parser.add_argument("--json", type=Path, help="also write the scores here")
     args, cfg = parse(parser)
     if args.model:
         from aclm.datasets import load_split
-        from aclm.experiment import evaluate_on, test_names
-        from aclm.ner import load_tagger
+        from aclm.experiment import test_names
+        from aclm.ner import load_tagger, predict_tags
         from aclm.runtime import select_device
 
         select_device(cfg.device)
         tagger = load_tagger(args.model)
-        scores = {name: evaluate_on(tagger, load_split(name, "test", cfg.data_dir), cfg.ner.eval_batch_size,
-                                    None)[0] for name in test_names(cfg)}
+        scores = {}
+        for name in test_names(cfg):
+            gold = load_split(name, "test", cfg.data_dir)
+            tags = predict_tags(tagger, gold, cfg.ner.eval_batch_size, progress=True)
+            pred = [TaggedSentence(s.tokens, t, {"source": s.meta.get("source", "?")}) for s, t in zip(gold, tags)]
+            scores[name] = score(gold, pred, cfg, args.strict)
     elif args.gold and args.pred:
-        scores = {str(args.pred): compare_files(args.gold, args.pred)}
+        scores = {str(args.pred): score(*aligned(args.gold, args.pred), cfg, args.strict)}
     elif args.pred:
-        scores = {str(args.pred): evaluate_tags(*read_columns(args.pred))}
+        scores = {str(args.pred): score(*read_columns(args.pred), cfg, args.strict)}
     else:
         parser.error("give --gold and --pred, a 3-column --pred, or --model")
     for name, s in scores.items():
-        print(format_scores(s, title=name))
+        print(format_scores(s, title=name + (" (strict IOB2)" if args.strict else "")))
     if args.json:
         write_json(args.json, scores)
 

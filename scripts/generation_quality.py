@@ -18,7 +18,11 @@ ACLM (S5 rows, one per template and round), as shares of all generations:
   not_copy         ... and its words are not those of the source (or partner)
   new_word         ... and it has a word that is in neither the template nor a label
   usable           well_formed, keeps_entities and not_copy together
-and Diversity-E/N/L of the augmentations S6 kept (aclm/diversity.py).
+the same counts (generated, well_formed, not_copy: what S6 keeps under the
+default postprocess settings, usable) by group: plain and mixed (mixner)
+rounds, templates whose longest entity has at most two words and those with
+one of three or more; and Diversity-E/N/L of the augmentations S6 kept
+(aclm/diversity.py).
 
 Methods that generate from scratch (DAGA, MulDA) have no source sentence: their
 shares come from the screening counts of their generation stage: finished (not
@@ -41,6 +45,8 @@ from aclm.postprocess import too_similar
 from aclm.stages import STAMP
 
 EXAMPLES = 5
+#: Entities of this many words or more make a template's "long_entities" group.
+LONG_ENTITY = 3
 
 
 def entities(tokens: list[str], tags: list[str]) -> Counter:
@@ -48,18 +54,29 @@ def entities(tokens: list[str], tags: list[str]) -> Counter:
     return Counter((tuple(tokens[a:b]), etype) for a, b, etype in TaggedSentence(tokens, tags).spans())
 
 
+def groups(src: dict, partner: dict | None) -> tuple[str, str]:
+    """A generation's round kind and its template's entity length (the docstring's groups)."""
+    longest = max((b - a for s in (src, partner) if s for a, b, _ in TaggedSentence(s["tokens"], s["tags"]).spans()),
+                  default=0)
+    return "mixed" if partner else "plain", "long_entities" if longest >= LONG_ENTITY else "short_entities"
+
+
 def aclm_shares(rows: list[dict], sources: list[dict]) -> tuple[dict, list[dict]]:
     """The shares of the docstring over S5's rows; ``sources`` are S3's train rows (tokens, tags)."""
     counts = Counter()
+    by_group: dict[str, Counter] = {}
     examples = []
     for row in rows:
+        src = sources[row["source"]]
+        partner = sources[row["partner"]] if row.get("partner") is not None else None
+        mine = [by_group.setdefault(g, Counter()) for g in groups(src, partner)]
         counts["generated"] += 1
+        for group in mine:
+            group["generated"] += 1
         if row["status"] != "kept":
             counts[f"status_{row['status'].split(':')[0]}"] += 1
             continue
         counts["well_formed"] += 1
-        src = sources[row["source"]]
-        partner = sources[row["partner"]] if row.get("partner") is not None else None
         got = entities(row["tokens"], row["tags"])
         own = entities(src["tokens"], src["tags"])
         template = own + (entities(partner["tokens"], partner["tags"]) if partner else Counter())
@@ -73,13 +90,16 @@ def aclm_shares(rows: list[dict], sources: list[dict]) -> tuple[dict, list[dict]
         counts["not_copy"] += not copy
         counts["new_word"] += new
         counts["usable"] += keeps and not copy
+        for group in mine:
+            group.update(well_formed=1, not_copy=int(not copy), usable=int(keeps and not copy))
         if keeps and not copy and len(examples) < EXAMPLES:
             examples.append({"source": " ".join(src["tokens"]), "partner": " ".join(partner["tokens"]) if partner else None,
                              "template": row["template"], "generation": row["generation"]})
     n = counts["generated"]
     shares = {k: round(counts[k] / n, 4) for k in ("well_formed", "keeps_entities", "keeps_template", "not_copy",
                                                    "new_word", "usable")} if n else {}
-    return {"counts": dict(counts), "shares": shares}, examples
+    return {"counts": dict(counts), "shares": shares,
+            "by_group": {g: dict(c) for g, c in sorted(by_group.items())}}, examples
 
 
 def scratch_shares(facts: dict) -> dict:

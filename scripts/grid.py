@@ -6,9 +6,13 @@
     python scripts/grid.py check --profile paper                      # grids agree on shared runs
     python scripts/grid.py prune table1 --profile paper               # drop finished settings' S1 weights
     python scripts/grid.py cell <result.json> method=aclm profile=...  # one run, failed.json on error
+    python scripts/grid.py submit table1 --profile paper --slurm [--dry-run]  # job arrays, then the table
 
 ``makefile`` writes the fragment atomically (``<runs>/<profile>/grids/``) and
-prints its path.  See ``aclm/grid.py`` for make, GNU parallel and Slurm usage.
+prints its path.  ``submit`` sends the runs that are not done to Slurm
+(``aclm/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
+``--dry-run`` prints the batch scripts instead.  See ``aclm/grid.py`` for
+make and GNU parallel.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from aclm.grid import (GridError, cell_command, conflicts, expand, fragment_path, grid_names, load_grid,
                        makefile, parse_slice, prune_finished_s1, run_cell, with_prerequisites, write_makefile)
 from aclm.runtime import exit_on_sigterm
+from aclm.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
 
 def add_grid_args(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +43,40 @@ def slices(args: argparse.Namespace) -> dict:
     return {k: parse_slice(getattr(args, k)) for k in ("langs", "sizes", "methods", "seeds")}
 
 
+def add_submit_args(parser: argparse.ArgumentParser) -> None:
+    add_grid_args(parser)
+    scheduler = parser.add_mutually_exclusive_group(required=True)
+    scheduler.add_argument("--slurm", action="store_true", help="submit to Slurm (the one scheduler supported)")
+    parser.add_argument("--dry-run", action="store_true", help="print the batch scripts; submit nothing")
+    parser.add_argument("--results", default="results", help="where the table job writes (aggregate.py --out)")
+    parser.add_argument("--cluster-config", type=Path, default=CLUSTER_FILE,
+                        help="the YAML file with the cluster: section (resources per phase)")
+    parser.add_argument("--partition", help="sbatch --partition (overrides the file's)")
+    parser.add_argument("--account", help="sbatch --account (overrides the file's)")
+
+
+def aggregate_args(args: argparse.Namespace) -> list[str]:
+    """scripts/aggregate.py's options for the same slice."""
+    sliced = [w for k, v in slices(args).items() if v for w in (f"--{k}", ",".join(v))]
+    return ["--profile", args.profile, "--runs", args.runs, "--out", args.results, *sliced]
+
+
+def submit_grid(grid, cells, args: argparse.Namespace) -> None:
+    """Submit (or, with --dry-run, print) the job arrays of the runs that are not done, then the table job."""
+    cluster = load_cluster(args.cluster_config, args.partition, args.account)
+    arrays, done = plan(cells, grid.name)
+    places = Places.of(args.runs, args.profile, grid.name, Path.cwd())
+    runs = done + sum(len(a.tasks) for a in arrays)
+    if args.dry_run:
+        jobs = plan_jobs(arrays, grid.name, cluster, places, args.python, aggregate_args(args))
+        for job in jobs:
+            print(f"# ---- {job.name} " + "-" * 40 + f"\n{job.script}")
+    else:
+        jobs = submit(arrays, grid.name, cluster, places, args.python, aggregate_args(args))
+    print(summary(jobs, runs, done))
+    print(f"logs: {places.logs}/<run>.log" + ("" if args.dry_run else f"; scripts and job IDs: {places.submission}"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -47,6 +86,7 @@ def main() -> None:
     lister.add_argument("--phase", type=int, choices=(0, 1, 2),
                         help="only 0: S1, 1: augmentation methods, 2: WikiNEuRal (run in this order)")
     add_grid_args(sub.add_parser("prune", help="delete the S1 weights of the settings whose runs are all done"))
+    add_submit_args(sub.add_parser("submit", help="submit the runs not done to Slurm as job arrays, then the table"))
     check = sub.add_parser("check", help="fail if two grids would write one result with different commands")
     check.add_argument("--profile", default="paper")
     check.add_argument("--runs", default="runs")
@@ -68,6 +108,8 @@ def main() -> None:
     if args.command == "prune":
         settings, freed = prune_finished_s1(cells)
         print(f"pruned the S1 weights of {settings} finished settings: {freed / 1e9:.2f} GB freed")
+    elif args.command == "submit":
+        submit_grid(grid, cells, args)
     elif args.command == "makefile":
         title = f"{grid.name} ({grid.title}) for profile {args.profile}: {len(cells)} cells"
         path = fragment_path(args.runs, args.profile, grid.name, slices(args))

@@ -94,6 +94,7 @@ def test_wikineural_tagger_file():
     cfg = load_config(config_files=["configs/taggers/wikineural.yaml"])
     assert cfg.ner.tagger == "bilstm_crf" and cfg.ner.layer_mean and cfg.ner.subtoken_pooling == "mean"
     assert cfg.ner.lr == pytest.approx(1e-3) and cfg.ner.hidden_size == 512
+    assert cfg.ner.batch_size == 128                     # WikiNEuRal's Table 1
 
 
 def test_unknown_dataset_is_a_config_error():

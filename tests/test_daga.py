@@ -1,10 +1,14 @@
+import math
+from dataclasses import replace
+
 import pytest
 import torch
 
 from aclm.config import DAGAConfig
 from aclm.data import TaggedSentence
+from baselines import daga
 from baselines.daga import (BOS, EOS, PAD, UNK, LSTMLanguageModel, Vocabulary, _training_tensors,
-                            generate, sample, train_lm)
+                            dev_perplexity, generate, sample, train_lm)
 from aclm.screening import COUNT_KEYS, MalformedGeneration
 from baselines.linearize import linearize, parse, tag_vocabulary
 
@@ -66,9 +70,13 @@ CFG = DAGAConfig(embedding_dim=16, hidden_size=32, dropout=0.0, lr=0.02, epochs=
 
 
 
+DEV = [s("mary smith went to berlin", "B-PER I-PER O O B-LOC"), s("the film lost", "O O O")]
+
+
 @pytest.fixture(scope="module")
 def trained():
-    return train_lm(TRAIN, CFG, seed=0, device="cpu")
+    model, vocab, _ = train_lm(TRAIN, BASE, CFG, seed=0, device="cpu")   # dev = the sentences it memorises
+    return model, vocab
 
 
 def test_vocabulary_starts_with_the_special_symbols():
@@ -118,8 +126,47 @@ def test_sampling_is_batched_and_deterministic(trained):
     assert sample(model, vocab, 50, max_length=20, seed=5) != sample(model, vocab, 50, max_length=20, seed=6)
 
 
+def test_dev_perplexity_is_the_exp_mean_loss_over_real_tokens():
+    vocab = Vocabulary.build([linearize(x) for x in BASE])
+    torch.manual_seed(0)
+    model = LSTMLanguageModel(len(vocab), 8, 8, 0.0, vocab.stoi[PAD])
+    inputs, targets = _training_tensors([BASE[0], BASE[4]], vocab, max_length=20)   # 9 and 3 targets, padded
+    assert int((targets != vocab.stoi[PAD]).sum()) == 12
+    logits, _ = model(inputs)
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, len(vocab)), targets.reshape(-1),
+                                             ignore_index=vocab.stoi[PAD], reduction="sum") / 12
+    together = dev_perplexity(model, inputs, targets, vocab.stoi[PAD], 2, torch.device("cpu"))
+    assert together == pytest.approx(math.exp(loss.item()), rel=1e-5)
+    one_by_one = dev_perplexity(model, inputs, targets, vocab.stoi[PAD], 1, torch.device("cpu"))
+    assert one_by_one == pytest.approx(together, rel=1e-5)                  # padding never counts
+
+
+def test_the_epoch_with_the_lowest_dev_perplexity_is_kept(monkeypatch):
+    scripted, states = iter([9.0, 4.0, 6.0, 5.0]), []
+
+    def scripted_perplexity(model, *args):
+        states.append({k: v.clone() for k, v in model.state_dict().items()})
+        return next(scripted)
+
+    monkeypatch.setattr(daga, "dev_perplexity", scripted_perplexity)
+    model, _, best = train_lm(TRAIN, DEV, replace(CFG, epochs=4), seed=0)
+    assert best == {"lm_best_epoch": 2, "lm_best_dev_perplexity": 4.0}
+    kept = model.state_dict()
+    assert all(torch.equal(kept[k], states[1][k]) for k in kept)            # epoch 2's weights ...
+    assert not all(torch.equal(kept[k], states[3][k]) for k in kept)        # ... not the last epoch's
+    assert not model.training
+
+
+def test_a_real_run_records_the_kept_models_dev_perplexity():
+    model, vocab, best = train_lm(TRAIN, DEV, replace(CFG, epochs=6), seed=0)
+    inputs, targets = _training_tensors(DEV, vocab, CFG.max_length)
+    assert 1 <= best["lm_best_epoch"] <= 6
+    assert dev_perplexity(model, inputs, targets, vocab.stoi[PAD], 4, torch.device("cpu")) == pytest.approx(
+        best["lm_best_dev_perplexity"], rel=1e-5)
+
+
 def test_generate_counts_add_up_and_repeat_for_a_seed():
-    kept, counts = generate(TRAIN, CFG, rounds=3, seed=0, device="cpu")
+    kept, counts, lm = generate(TRAIN, BASE, CFG, rounds=3, seed=0, device="cpu")   # dev: what it memorises
     assert counts["generated"] == 3 * len(TRAIN)
     assert set(counts) == set(COUNT_KEYS)
     dropped = counts["copy"] + counts["duplicate"] + sum(v for k, v in counts.items() if k.startswith("malformed_"))
@@ -128,4 +175,17 @@ def test_generate_counts_add_up_and_repeat_for_a_seed():
     keys = [(tuple(x.tokens), tuple(x.tags)) for x in kept]
     assert len(set(keys)) == len(keys)
     assert not set(keys) & {(tuple(x.tokens), tuple(x.tags)) for x in BASE}
-    assert generate(TRAIN, CFG, rounds=3, seed=0, device="cpu") == (kept, counts)
+    assert set(lm) == {"lm_best_epoch", "lm_best_dev_perplexity"}
+    assert generate(TRAIN, BASE, CFG, rounds=3, seed=0, device="cpu") == (kept, counts, lm)
+
+
+def test_augment_gold_records_the_lms_best_epoch_and_dev_perplexity():
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"daga": asdict(replace(CFG, epochs=3)), "generation": {"rounds": 2}, "seed": 0})
+    rows, counts = daga.augment_gold(cfg, SimpleNamespace(train=TRAIN, dev=DEV, device="cpu"))
+    assert counts["kept"] == len(rows) and counts["generated"] == 2 * len(TRAIN)
+    assert 1 <= counts["lm_best_epoch"] <= 3 and counts["lm_best_dev_perplexity"] > 1

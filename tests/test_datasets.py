@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -9,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from aclm.datasets import get_spec, load_split, registry
+from aclm.paths import PROJECT_ROOT
 
 
 def test_every_registered_file_reads_cleanly(shared_data):
     for name, spec in registry().items():
-        if spec.union:
+        if spec.union or spec.obtain:     # users bring the files of an `obtain` entry (test below)
             continue
         for split in ("train", "dev", "test"):
             sentences = load_split(name, split, shared_data)
@@ -35,6 +38,51 @@ def test_unknown_dataset_lists_the_known_ones():
 def test_missing_file_says_where_it_looked(tmp_path):
     with pytest.raises(FileNotFoundError, match="data_dir"):
         load_split("tdmsci", "train", tmp_path)
+
+
+# --------------------------------------------------------------------------- the official MultiCoNER files
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LANGUAGES = ("en", "bn", "hi", "de", "es", "ko", "nl", "ru", "tr", "zh")
+
+
+def test_official_multiconer_entries_read_the_release_layout():
+    sentences = load_split("multiconer_official/en", "test", FIXTURES)       # `# id` lines, `token _ _ TAG`
+    assert [s.tokens for s in sentences][:2] == [
+        ["the", "lighthouse", "keepers", "was", "filmed", "near", "port", "elira", "."],
+        ["maren", "tollefsen", "joined", "the", "brass", "harbour", "quartet"]]
+    assert [len(s.spans()) for s in sentences] == [2, 2, 0, 2]
+    assert {t for s in sentences for t in s.entity_types} == {"CW", "LOC", "PER", "GRP", "CORP", "PROD"}
+    for lang in LANGUAGES:   # the release's folders; the authors' samples stay the low-resource ones
+        spec = get_spec(f"multiconer_official/{lang}")
+        assert spec.language == lang and spec.test.endswith(f"/{lang}_test.conll") and spec.obtain
+        assert spec.samples == get_spec(f"multiconer/{lang}").samples
+    assert get_spec("multiconer_official/multi").union == [f"multiconer_official/{x}" for x in LANGUAGES]
+
+
+def test_a_missing_official_file_says_where_the_release_goes(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not shipped: the official MultiCoNER v1 release.*"
+                                                "<data_dir>/multiconer_official/"):
+        load_split("multiconer_official/de", "test", tmp_path)
+
+
+def test_official_test_set_scores_through_the_registry(tmp_path):
+    spec = get_spec("multiconer_official/en")
+    gold = spec.path(spec.test, FIXTURES)
+    sentences = load_split("multiconer_official/en", "test", FIXTURES)
+    predicted = [list(s.tags) for s in sentences]
+    predicted[1][4:7] = ["B-CORP", "I-CORP", "I-CORP"]                   # one of six entities mistyped
+    pred = tmp_path / "pred.conll"
+    pred.write_text("".join("".join(f"{w}\t{t}\n" for w, t in zip(s.tokens, tags)) + "\n"
+                            for s, tags in zip(sentences, predicted)), encoding="utf-8")
+    out = tmp_path / "scores.json"
+    proc = subprocess.run([sys.executable, "scripts/evaluate.py", "--gold", str(gold), "--pred", str(pred),
+                           "--json", str(out)], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    scores = json.loads(out.read_text())[str(pred)]
+    assert scores["sentences"] == 4
+    assert scores["precision"] == pytest.approx(500 / 6) and scores["recall"] == pytest.approx(500 / 6)
+    assert scores["per_type"]["GRP"]["f1"] == 0 and scores["per_type"]["PER"]["f1"] == 100
 
 
 def test_hub_fallback_maps_tag_ids_to_names(tmp_path, monkeypatch):
@@ -110,7 +158,7 @@ def test_a_folder_with_only_train_carves_dev_and_has_no_test(tmp_path):
     assert load_split(cfg.dataset, "dev") is None                 # carved out of train by the data stage
     train, dev = experiment.gold_data(cfg)
     assert len(train) + len(dev) == 20 and 1 <= len(dev) <= 2     # dev: up to a tenth, disjoint from train
-    assert not {id(s) for s in train} & {id(s) for s in dev}
+    assert not {s.meta["source"] for s in train} & {s.meta["source"] for s in dev}   # file:line: repeated words
     with pytest.raises(DataError, match=r"only_train has no test file.*add test\.conll \(or test\.conllu"):
         load_split(cfg.dataset, "test")                          # runs are scored on it: an error, not None
     with pytest.raises(DataError, match="only_train has no test file"):

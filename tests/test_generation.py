@@ -120,7 +120,8 @@ def test_screen_counts_malformed_and_duplicates():
 
 
 def post(**kw):
-    return OmegaConf.create({"consistency_filter": False, "max_similarity": 1.0, "drop_entity_free": False, **kw})
+    return OmegaConf.create({"consistency_filter": False, "drop_copies": True, "max_similarity": 1.0,
+                             "drop_entity_free": False, **kw})
 
 
 SRC = TaggedSentence(["ann", "sang", "in", "paris"], ["B-PER", "O", "O", "B-LOC"])
@@ -131,6 +132,12 @@ def test_copies_of_the_source_are_dropped():
     new = TaggedSentence(["bob", "sang", "in", "rome"], ["B-PER", "O", "O", "B-LOC"])
     kept, counts = filter_augmentations([(same, [SRC]), (new, [SRC])], post())
     assert [a.tokens for a, _ in kept] == [new.tokens] and counts["copy_of_source"] == 1
+
+
+def test_copies_stay_when_drop_copies_is_off():
+    same = TaggedSentence(list(SRC.tokens), list(SRC.tags))
+    kept, counts = filter_augmentations([(same, [SRC])], post(drop_copies=False, max_similarity=0.5))
+    assert [a.tokens for a, _ in kept] == [SRC.tokens] and counts["copy_of_source"] == 0
 
 
 def test_near_copies_are_dropped_when_configured():

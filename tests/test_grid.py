@@ -30,6 +30,25 @@ def test_every_grid_loads_and_names_its_reference():
         assert expand(grid, "paper"), name
 
 
+def test_every_grid_that_scores_a_test_set_names_the_papers():
+    for name in grid_names():
+        grid = load_grid(name)
+        scored = [path for block in grid.blocks for path in block.columns.values()
+                  if path != "perplexity" and not path.startswith("augmentation.")]
+        assert bool(grid.reference.get("test_set")) == bool(scored), name
+
+
+@pytest.mark.parametrize("name", ["table10", "table11"])
+def test_tables_10_and_11_average_table1s_runs_of_all_ten_languages(name):
+    grid = load_grid(name)
+    cells = expand(grid, "paper")
+    assert grid.average_datasets
+    assert {c.dataset.rsplit("/", 1)[-1] for c in cells} == {"en", "bn", "hi", "de", "es", "ko", "nl", "ru", "tr",
+                                                               "zh"}
+    table1 = {str(c.result_path): c.args() for c in expand(load_grid("table1"), "paper", sizes="200,500")}
+    assert all(table1[str(c.result_path)] == c.args() for c in cells)     # the same runs, the same commands
+
+
 def test_table1_slice_gives_exactly_the_expected_cells():
     cells = expand(load_grid("table1"), "paper", langs="en,de", sizes="100", methods="gold_only,aclm", seeds="1 2")
     assert paths(cells) == [
@@ -44,8 +63,8 @@ def test_table1_slice_gives_exactly_the_expected_cells():
     ]
     en, de = cells[2], cells[6]
     assert en.args() == ["method=aclm", "profile=paper", "dataset=multiconer/en", "gold=100", "seed=1",
-                         "run_dir=runs", CROSS]
-    assert de.args()[-1] == "run_dir=runs"  # only the en runs carry the cross-lingual test sets
+                         "run_dir=runs", "storage.keep_final_tagger=false", CROSS]
+    assert de.args()[-1] == "storage.keep_final_tagger=false"  # only the en runs carry the cross-lingual test sets
 
 
 def test_full_table1_size_and_default_seeds():

@@ -74,4 +74,4 @@ def test_released_samples_and_carved_dev(shared_data, fast, tmp_path):
     cfg = fast(tmp_path, "dataset=tdmsci", "gold=200", "splits.dev_size=gold", f"data_dir={shared_data}")
     train, dev = gold_data(cfg)   # no released sample, no dev file: stratified, dev carved out of train
     assert abs(len(train) - 200) <= 10 and abs(len(dev) - len(train)) <= 20
-    assert {id(s) for s in train}.isdisjoint(id(s) for s in dev)   # dev carved from what train left
+    assert {s.meta["source"] for s in train}.isdisjoint(s.meta["source"] for s in dev)   # file:line of each

@@ -100,3 +100,17 @@ def test_label_without_training_tokens_is_an_error():
     dist = token_distribution(TRAIN)
     with pytest.raises(ValueError, match="B-CORP"):
         replace(TaggedSentence(["acme"], ["B-CORP"]), dist, 1.0, random.Random(0))
+
+
+def test_released_variant_never_touches_function_words_and_keeps_every_augmentation():
+    dist = token_distribution(TRAIN, "released")
+    assert "the" not in dist["O"][0] and "to" not in dist["O"][0]       # never drawn
+    rng = random.Random(4)
+    for _ in range(200):
+        new = replace(TRAIN[0], dist, 1.0, rng, "released")
+        assert new.tokens[3:5] == ["to", "the"]                          # never replaced
+    kept, counts = augment(TRAIN, p=0.0, rounds=3, seed=1, variant="released")
+    assert [s.tokens for s in kept] == [s.tokens for s in TRAIN] * 3     # copies and repeats stay
+    assert counts == {**zero_counts(), "generated": 12, "kept": 12}
+    with pytest.raises(ValueError, match="lwtr.variant='cased'"):
+        augment(TRAIN, p=0.3, rounds=1, seed=1, variant="cased")

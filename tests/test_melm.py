@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from aclm.augmentation import Gold
 from aclm.config import load_config
@@ -59,6 +60,28 @@ def test_linearization_wraps_entity_words_and_marks_the_swapped_entity():
     words, origin = melm_words(s("anna went to paris", "B-PER O O B-LOC"), {3: "de"})
     assert words == ["<b-per>", "anna", "<b-per>", "went", "to", "<de>", "<b-loc>", "paris", "<b-loc>"]
     assert origin == [-1, 0, -1, 1, 2, -1, -1, 3, -1]
+
+
+def test_a_swapped_entity_has_a_language_marker_before_every_word():
+    from melm.codemix import Mention, swap
+
+    seed = swap(s("anna went to paris", "B-PER O O B-LOC"), 0, 3, 4, Mention(("bad", "homburg"), "LOC", "de"))
+    assert seed.markers == {3: "de", 4: "de"}
+    words, origin = melm_words(seed.sentence, seed.markers)
+    assert words[5:] == ["<de>", "<b-loc>", "bad", "<b-loc>", "<de>", "<i-loc>", "homburg", "<i-loc>"]
+    assert origin[5:] == [-1, -1, 3, -1, -1, -1, 4, -1]
+
+
+def test_label_tokens_start_from_the_type_word_alone(cfg):
+    init = {"PER": "person", "CW": "creative work"}
+    model, tokenizer = load_mlm(cfg.melm.model, ["CW", "PER"], init)
+    fresh = AutoTokenizer.from_pretrained(XLMR)
+    table = AutoModelForMaskedLM.from_pretrained(XLMR).get_input_embeddings().weight
+    embeddings = model.get_input_embeddings().weight
+    for token, words in [("<b-per>", "person"), ("<i-per>", "person"), ("<b-cw>", "creative work"),
+                         ("<i-cw>", "creative work")]:
+        expected = table[fresh(words, add_special_tokens=False)["input_ids"]].mean(dim=0)
+        assert torch.allclose(embeddings[tokenizer.convert_tokens_to_ids(token)], expected)
 
 
 def test_every_subtoken_maps_back_to_its_word_and_entity(mlm):
@@ -339,8 +362,9 @@ def test_code_mixing_draws_the_language_first_then_the_nearest_same_type_entity_
     for seed in range(40):
         [mixed] = code_mix(train, POOL, fake_embed, seed)
         assert mixed.source == 0 and mixed.code_mixed
-        [(start, language)] = mixed.markers.items()
+        start, [language] = min(mixed.markers), set(mixed.markers.values())
         words = NEAREST[language][start]                          # each original entity is one word
+        assert sorted(mixed.markers) == list(range(start, start + len(words.split())))   # a marker a word
         assert mixed.sentence.tokens == train[0].tokens[:start] + words.split() + train[0].tokens[start + 1:]
         assert [t for *_, t in mixed.sentence.spans()] == [t for *_, t in train[0].spans()]
         languages.append(language)

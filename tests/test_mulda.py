@@ -53,6 +53,21 @@ def test_tag_tokens_start_from_their_type_and_position_words():
         assert torch.allclose(embeddings[tokenizer.convert_tokens_to_ids(tag)], expected)
 
 
+def test_mulda_reads_its_own_config_section():
+    from aclm import registry
+    from aclm.stages import hashed, view
+
+    keys = ("method", "dataset", "seed", *registry.get("mulda").reads)
+    cfg = load_config(["profile=tiny", "method=mulda"])
+    seen = hashed(view(cfg, keys))
+    # by default the generator's model and recipe, and the ACLM decoding's R, top-k and length
+    assert seen["mulda"]["model"] == cfg.generator.model and seen["mulda"]["lr"] == cfg.generator.lr
+    assert (seen["mulda"]["rounds"], seen["mulda"]["top_k"]) == (cfg.generation.rounds, cfg.generation.top_k)
+    assert hashed(view(load_config(["profile=tiny", "method=mulda", "mulda.top_k=3"]), keys)) != seen
+    unread = load_config(["profile=tiny", "method=mulda", "generation.mixner.beta=0.1", "generation.num_beams=3"])
+    assert hashed(view(unread, keys)) == seen                   # ACLM's own decoding settings do not reach MulDA
+
+
 def test_training_pair_is_language_code_then_linearized_target(lm):
     _, tokenizer = lm
     pair = training_pair(s("john smith saw titanic", "B-PER I-PER O B-CW"), tokenizer, max_length=64)
@@ -101,25 +116,25 @@ def test_decoded_outputs_parse_back_and_are_screened(lm):
 def test_sampling_does_not_force_eos_at_max_length(lm):
     """With the checkpoint's forced ``</s>``, every 3-token sample would end in ``</s>`` and look finished."""
     model, tokenizer = lm
-    cfg = load_config(["profile=tiny", "method=mulda", "generation.max_length=3"]).generation
-    samples = sample(model, tokenizer, 8, 2, cfg, TAGS, seed=0, device=torch.device("cpu"))
+    cfg = load_config(["profile=tiny", "method=mulda", "mulda.max_length=3", "mulda.rounds=2"]).mulda
+    samples = sample(model, tokenizer, 8, cfg, TAGS, seed=0, device=torch.device("cpu"))
     assert len(samples) == 16
     assert not all(finished for _, finished in samples)
 
 
 def test_sampling_is_seeded(lm):
     model, tokenizer = lm
-    cfg = load_config(["profile=tiny", "method=mulda"]).generation
+    cfg = load_config(["profile=tiny", "method=mulda", "mulda.rounds=2"]).mulda
 
     def draw(seed: int) -> list:
-        return sample(model, tokenizer, 6, 2, cfg, TAGS, seed=seed, device=torch.device("cpu"))
+        return sample(model, tokenizer, 6, cfg, TAGS, seed=seed, device=torch.device("cpu"))
 
     assert draw(0) == draw(0) != draw(1)
 
 
 def run(tmp_path: Path, seed: int) -> tuple[list[dict], dict]:
     # lr raised from the tiny profile's so that one epoch already yields some well-formed samples
-    cfg = load_config(["profile=tiny", "method=mulda", "generator.epochs=1", "generator.lr=0.01", f"seed={seed}"])
+    cfg = load_config(["profile=tiny", "method=mulda", "mulda.epochs=1", "mulda.lr=0.01", f"seed={seed}"])
     train, dev = read_conll(SAMPLE / "train.conll")[:10], read_conll(SAMPLE / "dev.conll")[:4]
     work = tmp_path / f"work{seed}-{len(list(tmp_path.iterdir()))}"
     work.mkdir()

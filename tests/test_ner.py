@@ -34,3 +34,24 @@ def test_reprojection_as_the_config_says(tiny_models, config_files, reproject):
     assert hasattr(tagger, "embedding2nn") == reproject
     cfg.ner.reproject_embeddings = not reproject
     assert hasattr(build_tagger(cfg.ner, ["PER", "LOC"]), "embedding2nn") == (not reproject)
+
+
+def test_mixed_precision_follows_ner_use_amp(monkeypatch):
+    import flair
+    import torch
+
+    from aclm.config import ConfigError
+    from aclm.ner import amp
+    from aclm.stages import hashed, view
+
+    ner = load_config().ner
+    assert ner.use_amp == "auto" and load_config(["profile=reference_code"]).ner.use_amp is False
+    monkeypatch.setattr(flair, "device", torch.device("cpu"))
+    assert not amp(ner)
+    monkeypatch.setattr(flair, "device", torch.device("cuda"))
+    assert amp(ner)                                                   # auto: on CUDA
+    assert not amp(load_config(["ner.use_amp=false"]).ner)
+    with pytest.raises(ConfigError, match="ner.use_amp"):
+        load_config(["ner.use_amp=sometimes"])
+    s1_reads = ("ner", "seed")                                        # S1 and S7 fingerprint it
+    assert hashed(view(load_config(["ner.use_amp=false"]), s1_reads)) != hashed(view(load_config(), s1_reads))

@@ -8,6 +8,7 @@ import pytest
 
 from aclm import layout
 from aclm.io import read_json
+from aclm.grid import PRUNING as GRID_PRUNING
 from aclm.layout import RunLayout
 from aclm.methods import result_dir, run_method
 from aclm.stages import STAMP, pruned_files
@@ -31,7 +32,7 @@ def stamps(cfg) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, fast):
-    cfg = fast(tmp_path_factory.mktemp("runs"), "method=aclm")
+    cfg = fast(tmp_path_factory.mktemp("runs"), "method=aclm", *GRID_PRUNING)
     run_method(cfg)
     return cfg
 
@@ -67,13 +68,21 @@ def test_model_weights_are_pruned_once_their_outputs_are_written(finished):
 def test_a_pruned_model_needed_again_is_rebuilt_first(finished, fast):
     run = RunLayout.of(finished)
     before = stamps(finished)
-    rescored = fast(run.run_dir, "method=aclm", "test_datasets=[sample/de]")  # S7's scores change, S7 does not
+    rescored = fast(run.run_dir, "method=aclm", "test_datasets=[sample/de]", *GRID_PRUNING)  # new scores, same S7
     result = read_json(result_dir(rescored) / layout.RESULT)
     assert set(result["test"]) == {"sample/en", "sample/de"}
     after = stamps(finished)
     assert after[layout.S5] == before[layout.S5] and after[layout.S7] != before[layout.S7]
     assert pruned_files(run.stage(layout.S7))                                 # and pruned again
     run_method(finished)                                                      # back to the first config: re-scores
+
+
+def test_a_single_run_keeps_its_final_tagger_and_drops_its_generator(fast, tmp_path):
+    cfg = fast(tmp_path, "method=aclm")
+    run = RunLayout.of(cfg)
+    run_method(cfg)
+    assert (run.stage(layout.S7) / layout.MODEL).exists() and not pruned_files(run.stage(layout.S7))
+    assert set(pruned_files(run.stage(layout.S4))) == {"model.safetensors"}
 
 
 def test_keep_models_keeps_them(fast, tmp_path):

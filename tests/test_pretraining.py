@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import MBart50TokenizerFast
 
 from aclm import pretraining as pt
@@ -81,11 +83,11 @@ def micro() -> dict:
     return {"languages": ["en"], "vocab_size": 400, "heldout_share": 0.005,
             "config": {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
                        "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32},
-            "train": {"steps": 6, "batch_size": 8, "warmup_steps": 1, "save_steps": 3}}
+            "train": {"steps": 6, "batch_size": 8, "warmup_steps": 1}}
 
 
 def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_killed(shared_data, tmp_path,
-                                                                                        monkeypatch):
+                                                                                        monkeypatch, caplog):
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
         pytest.skip("no WikiNEuRal text in the data folder")
     whole, rebuilt = pt.pretrain_generator(tmp_path / "a", shared_data, spec=micro())
@@ -97,19 +99,80 @@ def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_
     class Killed(Exception):
         pass
 
-    def kill_after_the_first_checkpoint(self, args, state, control, **kwargs):
-        if state.global_step == 4:
-            raise Killed()
+    save_rng_state = pt.PretrainingTrainer._save_rng_state
 
-    with monkeypatch.context() as m:
-        m.setattr(pt.SetEpoch, "on_step_end", kill_after_the_first_checkpoint, raising=False)
+    def killed_while_saving_checkpoint_4(self, output_dir):
+        if output_dir.endswith("checkpoint-4"):    # its weights are written, its trainer_state.json is not
+            raise Killed()
+        save_rng_state(self, output_dir)
+
+    with monkeypatch.context() as m:  # a checkpoint at every step here: when they come decides no weight
+        m.setattr(pt.PretrainingTrainer, "_save_rng_state", killed_while_saving_checkpoint_4)
         with pytest.raises(Killed):
-            pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro())
+            pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro(), checkpoint_seconds=0)
     assert not (tmp_path / "b" / pt.MODEL_NAME).exists()               # nothing half-written in place
-    resumed, _ = pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro())
+    checkpoints = tmp_path / "b" / pt.WORK_NAME / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-3", "checkpoint-4"]
+    with caplog.at_level("INFO", logger="aclm.pretraining"):
+        resumed, _ = pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro(), checkpoint_seconds=0)
     assert resumed["resumed_from_step"] == 3 and resumed["steps"] == 6
+    assert "removing checkpoint-4: saving it was interrupted" in caplog.text
+    assert "are tied to model.shared.weight, stored once, and restored with it" in caplog.text
     assert not (tmp_path / "b" / pt.WORK_NAME).exists()
-    a = load_file(tmp_path / "a" / pt.MODEL_NAME / "model.safetensors")
-    b = load_file(tmp_path / "b" / pt.MODEL_NAME / "model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert resumed["heldout"] == whole["heldout"]
+    a = (tmp_path / "a" / pt.MODEL_NAME / "model.safetensors").read_bytes()
+    assert (tmp_path / "b" / pt.MODEL_NAME / "model.safetensors").read_bytes() == a
+    assert resumed["heldout"] == whole["heldout"] and resumed["fingerprint"] == whole["fingerprint"]
+
+
+def test_a_build_fingerprinted_with_the_former_checkpoint_interval_is_current(shared_data, tmp_path):
+    # builds made while SPEC held save_steps (the checkpoint interval) carry a fingerprint taken over it
+    if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
+        pytest.skip("no WikiNEuRal text in the data folder")
+    spec = pt.merged_spec(None)
+    text, benchmark = pt.text_files(shared_data, spec["languages"])
+    former = {**spec, "train": {**spec["train"], "save_steps": 200}}
+    (tmp_path / pt.MODEL_NAME).mkdir()
+    (tmp_path / pt.MODEL_NAME / "config.json").write_text("{}")
+    manifest = {"fingerprint": pt.fingerprint([*text, *benchmark], former, 0), "spec": former}
+    (tmp_path / pt.MANIFEST_NAME).write_text(json.dumps(manifest))
+    assert pt.pretrain_generator(tmp_path, shared_data) == (manifest, False)
+
+
+def test_a_checkpoint_cut_short_is_never_resumed_from(tmp_path):
+    for step, complete in ((100, True), (200, True), (300, False)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if complete:
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    assert pt.last_checkpoint(tmp_path) == tmp_path / "checkpoint-200"
+    assert not (tmp_path / "checkpoint-300").exists()
+    assert pt.last_checkpoint(tmp_path / "none") is None
+
+
+def test_a_resumed_checkpoint_may_lack_only_the_tied_embeddings(tokenizer):
+    model = pt.build_model(tokenizer, pt.merged_spec({"config": {"d_model": 16, "encoder_layers": 1,
+                                                                  "decoder_layers": 1, "encoder_ffn_dim": 16,
+                                                                  "decoder_ffn_dim": 16}}), 0)
+    tied = {"lm_head.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"}
+    assert pt.tied_to_shared(model) == tied
+    trainer = SimpleNamespace(model=model)
+    check = pt.PretrainingTrainer._issue_warnings_after_load
+    check(trainer, SimpleNamespace(missing_keys=sorted(tied), unexpected_keys=[]))
+    with pytest.raises(RuntimeError, match="missing \\['model.encoder.layernorm_embedding.weight'\\]"):
+        check(trainer, SimpleNamespace(missing_keys=[*tied, "model.encoder.layernorm_embedding.weight"],
+                                       unexpected_keys=[]))
+
+
+def test_the_progress_line_counts_steps_and_says_how_long_is_left():
+    assert pt.step_summary(300, 1500, 3.13604, 1.07e-3, 52.0, 100) == (
+        "step 300/1500 (20%): loss 3.1360, lr 1.07e-03, 0.52 s/step, 10m24s left")
+
+
+def test_checkpoints_come_by_the_clock_and_never_at_the_last_step():
+    def asks(seconds: float, step: int) -> bool:
+        clock, state, control = pt.CheckpointClock(seconds), SimpleNamespace(global_step=step, max_steps=6), \
+            SimpleNamespace(should_save=False)
+        clock.on_train_begin(None, state, control)
+        clock.on_step_end(None, state, control)
+        return control.should_save
+
+    assert asks(0, 5) and not asks(0, 6) and not asks(60, 5)

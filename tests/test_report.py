@@ -3,12 +3,15 @@
 import json
 import math
 import statistics
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 from scipy import stats
 
 from aclm.grid import Cell, expand, load_grid
+from aclm.paths import PROJECT_ROOT
 from aclm.report import build_report, entry_text, run_status, write_report
 
 GRID = """
@@ -236,3 +239,204 @@ def test_the_report_says_which_mixner_sigma_and_generator_the_runs_used(tmp_path
     markdown = build_report(grid, cells, "paper").markdown
     assert "sigma = 0.3" in markdown and "not given in the paper" in markdown
     assert "models/tiny/mbart-large-50 (random weights" in markdown
+
+
+def test_the_report_names_the_test_sets_of_the_paper_and_of_our_runs(tmp_path):
+    (tmp_path / "ref.csv").write_text(REFERENCE)
+    (tmp_path / "grids").mkdir()
+    named = GRID.replace("reference: {{file: {reference}}}",
+                         'reference: {{file: {reference}, test_set: "the official test (200000 sentences)"}}')
+    (tmp_path / "grids" / "toy.yaml").write_text(named.format(reference=tmp_path / "ref.csv"))
+    grid = load_grid("toy", tmp_path / "grids")
+    cells = expand(grid, "paper", runs=str(tmp_path / "runs"), sizes="100,200", seeds="1")
+    line = "Test sets. Paper: the official test (200000 sentences). Ours: multiconer/en (multiconer/en/test.conll"
+    assert f"{line}, no run scored yet)." in build_report(grid, cells, "paper").markdown
+    for cell in cells:
+        write_result(cell, 50.0, 40.0)
+        result = json.loads(cell.result_path.read_text())
+        result["sizes"] = {"train": 100, "dev": 800, "test:multiconer/en": 2000, "test:multiconer/hi": 1999}
+        cell.result_path.write_text(json.dumps(result))
+    report = build_report(grid, cells, "paper")
+    assert (f"{line}, 2000 sentences); multiconer/hi (multiconer/hi/test.conll, 1999 sentences)."
+            in report.markdown)
+    write_report(report, grid, tmp_path / "results")
+    assert "the official test (200000 sentences)" in (tmp_path / "results" / "toy.tex").read_text()
+
+
+def test_a_grid_without_a_test_set_prints_none(table):
+    _, report = table
+    assert "Test sets." not in report.markdown
+
+
+AVERAGED = """
+title: "Averaged"
+reference: {{file: {reference}, test_set: "the official tests"}}
+seeds: [1, 2]
+method_names: {{gold_only: Gold-Only, aclm: ACLM}}
+index: {{gold: "{{gold}}", method: "{{method_name}}"}}
+blocks:
+  - datasets: [multiconer/en]
+    sizes: [200]
+    methods: [gold_only, aclm]
+    overrides: {{test_datasets: [multiconer/hi]}}
+    columns: &types {{PER: per_type.PER.f1, LOC: per_type.LOC.f1}}
+  - datasets: [multiconer/de, multiconer/zh]
+    sizes: [200]
+    methods: [gold_only, aclm]
+    columns: *types
+average_datasets: true
+compare: {{method: aclm, baselines: [gold_only]}}
+"""
+
+# (dataset, method) -> PER F1 of seeds 1 and 2 (LOC is PER - 10)
+PER = {("multiconer/en", "gold_only"): (30, 34), ("multiconer/de", "gold_only"): (40, 42),
+       ("multiconer/zh", "gold_only"): (20, 20),
+       ("multiconer/en", "aclm"): (50, 50), ("multiconer/de", "aclm"): (60, 66), ("multiconer/zh", "aclm"): (40, 40)}
+
+
+def test_averaged_tables_take_each_seeds_mean_over_the_datasets(tmp_path):
+    (tmp_path / "ref.csv").write_text("gold,method,PER,LOC\n200,Gold-Only,30.0,20.0\n200,ACLM,50.0,40.0\n")
+    (tmp_path / "grids").mkdir()
+    (tmp_path / "grids" / "avg.yaml").write_text(AVERAGED.format(reference=tmp_path / "ref.csv"))
+    grid = load_grid("avg", tmp_path / "grids")
+    cells = expand(grid, "paper", runs=str(tmp_path / "runs"))
+    for cell in cells:
+        per = PER[(cell.dataset, cell.method)][cell.seed - 1]
+        if (cell.dataset, cell.method, cell.seed) == ("multiconer/zh", "aclm", 2):
+            write_failed(cell, "RuntimeError: CUDA out of memory")
+            continue
+        cell.result_path.parent.mkdir(parents=True, exist_ok=True)
+        cell.result_path.write_text(json.dumps({"per_type": {"PER": {"f1": per}, "LOC": {"f1": per - 10}}}))
+    report = build_report(grid, cells, "paper")
+    gold = entry(report, "200", "gold_only", "PER")     # seed 1: (30 + 40 + 20) / 3, seed 2: (34 + 42 + 20) / 3
+    assert gold["n"] == 2 and gold["values"] == pytest.approx([30.0, 32.0])
+    assert gold["std"] == pytest.approx(statistics.stdev([30.0, 32.0])) and gold["paper"] == pytest.approx(30.0)
+    assert entry(report, "200", "gold_only", "LOC")["mean"] == pytest.approx(21.0)
+    aclm = entry(report, "200", "aclm", "PER")          # seed 2 lacks zh: it does not count
+    assert aclm["n"] == 1 and aclm["expected"] == 2 and aclm["values"] == pytest.approx([50.0])
+    assert "multiconer/zh: RuntimeError: CUDA out of memory" in report.markdown
+    assert ("per seed, the mean over 3 datasets (multiconer/de, multiconer/en, multiconer/zh)"
+            in report.markdown)
+
+
+def test_the_report_says_which_decoding_constraint_the_runs_used(tmp_path):
+    (tmp_path / "ref.csv").write_text(REFERENCE)
+    (tmp_path / "grids").mkdir()
+    (tmp_path / "grids" / "toy.yaml").write_text(GRID.format(reference=tmp_path / "ref.csv"))
+    grid = load_grid("toy", tmp_path / "grids")
+    cells = expand(grid, "paper", runs=str(tmp_path / "runs"), sizes="100,200", seeds="1")
+    for cell in cells:
+        write_result(cell, 50.0, 40.0)
+        if cell.method == "aclm":
+            result = json.loads(cell.result_path.read_text())
+            # gold 100 decoded under the grammar; gold 200 predates the key: unconstrained
+            result["config"] = {"generation": {"constrained": "entities"}} if cell.gold == 100 else {}
+            cell.result_path.write_text(json.dumps(result))
+    markdown = build_report(grid, cells, "paper").markdown
+    assert "decoding: constrained = entities (aclm): as labels, and each template's entities" in markdown
+    assert "decoding: constrained = off (aclm): unconstrained, as the paper." in markdown
+
+
+# --- tables of any runs (aclm/tabulate.py, scripts/tabulate_runs.py) ------------------------------------------
+
+def write_run(runs, dataset: str, gold, method: str, seed: int, f1: float, variant: str = "", folder: str = "",
+              hi: float | None = None, failed: str | None = None):
+    """A run's result.json (or only its failed.json) where the run tree puts it; ``folder``: a dataset folder's."""
+    root = runs / "tiny" / (folder or dataset) / f"gold{gold}" / f"seed{seed}"
+    method_dir = f"{method}@{variant}" if variant else method
+    out = root / "s1_eval" if method == "gold_only" else root / method_dir / "s7_eval"
+    out.mkdir(parents=True, exist_ok=True)
+    if failed:
+        command = f"python scripts/run_method.py method={method} profile=tiny dataset={dataset} gold={gold} seed={seed}"
+        (out / "failed.json").write_text(json.dumps({"error": failed, "returncode": 1, "command": command}))
+        return
+    tests = {dataset: {"f1": f1}, **({"multiconer/hi": {"f1": hi}} if hi is not None else {})}
+    (out / "result.json").write_text(json.dumps({
+        "method": method, "profile": "tiny", "dataset": dataset, "gold": gold, "seed": seed, "f1": f1, "test": tests,
+        "per_type": {"PER": {"f1": f1 + 10}, "LOC": {"f1": f1 - 10}}, "sizes": {f"test:{dataset}": 500}}))
+
+
+@pytest.fixture
+def any_runs(tmp_path):
+    """German at 300 gold (in no grid), English at 100 with en->hi, a dataset folder's runs, a failure, a variant."""
+    runs = tmp_path / "runs"
+    for seed, (gold, lwtr, aclm) in enumerate([(30, 40, 45), (32, 41, 47), (34, 42, 50)], 1):
+        write_run(runs, "multiconer/de", 300, "gold_only", seed, gold)
+        write_run(runs, "multiconer/de", 300, "lwtr", seed, lwtr)
+        write_run(runs, "multiconer/de", 300, "aclm", seed, aclm)
+        write_run(runs, "multiconer/en", 100, "gold_only", seed, gold, hi=10 + seed)
+        write_run(runs, "multiconer/en", 100, "aclm", seed, aclm, hi=20 + seed)
+        write_run(runs, "/data/german", "full", "gold_only", seed, gold, folder="local/german-1a2b3c4d")
+    write_run(runs, "multiconer/de", 300, "daga", 1, 0, failed="RuntimeError: CUDA out of memory")
+    write_run(runs, "multiconer/de", 300, "aclm", 4, 0, failed="error: a stale failure beside a result")
+    write_run(runs, "multiconer/de", 300, "aclm", 4, 49)
+    write_run(runs, "multiconer/en", 100, "melm", 1, 44, variant="melm.code_mix-true")
+    return runs
+
+
+def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
+    from aclm.tabulate import tabulate
+
+    (grid, report), (_, per_type) = tabulate([str(any_runs / "**" / "result.json")])
+    wide = report.table.set_index("method")
+    assert list(report.table.columns) == ["method", "/data/german goldfull", "multiconer/de gold300",
+                                          "multiconer/en gold100", "multiconer/en gold100 → multiconer/hi"]
+    assert list(wide.index[:5]) == ["Gold-only", "LwTR", "DAGA", "MELM @melm.code_mix-true", "ACLM"]
+    assert wide.loc["Gold-only", "/data/german goldfull"] == "32.00 ± 2.00"        # no paper: no parenthesis
+    assert wide.loc["ACLM", "multiconer/de gold300"] == f"47.75 ± {statistics.stdev([45, 47, 50, 49]):.2f}"
+    assert wide.loc["DAGA", "multiconer/de gold300"] == "FAILED: RuntimeError: CUDA out of memory"
+    assert wide.loc["ACLM", "multiconer/en gold100 → multiconer/hi"] == "22.00 ± 1.00"
+    assert wide.loc["MELM @melm.code_mix-true", "multiconer/en gold100"] == "44.00"
+    p = stats.ttest_ind([45, 47, 50, 49], [40, 41, 42], equal_var=False).pvalue
+    assert wide.loc["p: ACLM vs best baseline", "multiconer/de gold300"] == f"LwTR: p={p:.3g}"
+    assert "a stale failure" not in report.markdown
+    assert "/data/german (a dataset folder, 500 sentences)" in report.markdown
+    types = per_type.table.set_index(["dataset", "gold", "method"])
+    assert types.loc[("multiconer/de", "300", "ACLM"), "PER"] == f"57.75 ± {statistics.stdev([45, 47, 50, 49]):.2f}"
+    assert types.loc[("multiconer/de", "300", "p: ACLM vs best baseline"), "LOC"] == f"LwTR: p={p:.3g}"
+    assert grid.name == "f1"
+
+
+def test_a_run_folder_a_glob_and_a_result_file_name_the_same_runs_once(any_runs):
+    from aclm.tabulate import find_runs
+
+    setting = any_runs / "tiny" / "multiconer" / "de" / "gold300"
+    by_folder = find_runs([str(setting)])
+    assert len(by_folder) == 11 and sum(not r.result_path.exists() for r in by_folder) == 1     # DAGA failed
+    by_glob = find_runs([str(setting / "*" / "*" / "s7_eval" / "result.json"), str(setting / "seed1" / "s1_eval")])
+    assert {r.result_path for r in by_glob} == {r.result_path for r in by_folder if r.method != "gold_only"} | {
+        setting / "seed1" / "s1_eval" / "result.json"}
+    assert len(find_runs([str(setting), str(setting / "seed1")])) == 11
+
+
+def test_a_paper_grid_stands_beside_the_runs_that_are_its_cells(any_runs, tmp_path):
+    from aclm.tabulate import tabulate
+
+    (tmp_path / "ref.csv").write_text(REFERENCE)
+    (tmp_path / "toy.yaml").write_text(GRID.format(reference=tmp_path / "ref.csv"))
+    (_, report), _ = tabulate([str(any_runs)], str(tmp_path / "toy.yaml"))
+    wide = report.table.set_index("method")
+    assert wide.loc["Gold-only", "multiconer/en gold100"] == "32.00 ± 2.00 (29.36; +2.64)"
+    assert wide.loc["ACLM", "multiconer/en gold100 → multiconer/hi"] == "22.00 ± 1.00 (32.52; -10.52)"
+    assert wide.loc["ACLM", "multiconer/de gold300"].endswith("(—)")    # German at 300 is no cell of the grid
+    assert wide.loc["DAGA", "multiconer/de gold300"] == "FAILED: RuntimeError: CUDA out of memory (—)"
+
+
+def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
+    from aclm.tabulate import tabulate
+
+    written = [p for grid, report in tabulate([str(any_runs)]) for p in write_report(report, grid, tmp_path / "out")]
+    assert sorted(p.name for p in written) == ["f1.csv", "f1.md", "f1.tex", "per_type.csv", "per_type.md",
+                                               "per_type.tex"]
+    csv = pd.read_csv(tmp_path / "out" / "f1.csv")
+    aclm = csv[(csv["method_id"] == "aclm") & (csv["column"] == "multiconer/de gold300")].iloc[0]
+    assert aclm["n"] == 4 and aclm["best_baseline"] == "lwtr"
+    assert r"47.75 $\pm$" in (tmp_path / "out" / "f1.tex").read_text()
+
+
+def test_the_tables_import_no_training_code():
+    # a table is read on a login node or laptop: flair and transformers cost seconds and gigabytes there
+    code = ("import runpy, sys; import aclm.report, aclm.tabulate; runpy.run_path('scripts/tabulate_runs.py'); "
+            "print(sorted(m for m in ('flair', 'transformers', 'aclm.methods') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -53,6 +53,18 @@ def test_screen_parses_then_drops_copies_then_repeats_of_the_same_source():
                       "malformed_unpaired_tag": 1, "malformed_unknown_tag": 1}
 
 
+def test_repeats_by_raw_text_are_found_before_parsing_or_not_at_all():
+    outputs = ["<b-per> ann", "<b-per> ann", "<b-per> ann <b-per>", "<b-per>  ann <b-per>", "<b-per> ann <b-per>"]
+    parse = lambda text: parse_generation(text, ["PER"])  # noqa: E731
+    rows, counts = screen([0] * 5, outputs, parse, dedupe="raw")
+    assert [r.status for r in rows] == ["malformed_unpaired_tag", "duplicate", "kept", "kept", "duplicate"]
+    assert counts == {**zero_counts(), "generated": 5, "kept": 2, "duplicate": 2, "malformed_unpaired_tag": 1}
+    rows, _ = screen([0] * 5, outputs, parse, dedupe="off")
+    assert [r.status for r in rows] == ["malformed_unpaired_tag"] * 2 + ["kept"] * 3
+    with pytest.raises(ValueError, match="dedupe='words'"):
+        screen([0], outputs[:1], parse, dedupe="words")
+
+
 def test_screen_takes_parsed_results_and_tells_words_from_tags():
     ann = s("ann sang", "B-PER O")
     outputs = [ann, s("ann sang", "B-LOC O"), MalformedGeneration("truncated"), s("ann sang", "B-PER O")]
@@ -82,7 +94,7 @@ def test_the_five_methods_count_with_the_same_keys():
 
     # DAGA, end to end (a few seconds of LM training)
     cfg = DAGAConfig(embedding_dim=8, hidden_size=8, dropout=0.0, lr=0.01, epochs=1, batch_size=2, max_length=8)
-    keys["daga"] = daga.generate(train, cfg, rounds=2, seed=0)[1]
+    keys["daga"] = daga.generate(train, train, cfg, rounds=2, seed=0)[1]
 
     # MulDA's screening of its decoded samples
     samples = [(["B-PER", "ann", "sang"], True), (["mary", "sang"], False), (["B-PER"], True)]

@@ -16,8 +16,8 @@ from aclm.templates import (
     label_token,
     label_tokens,
     linearize,
-    make_template,
     parse_generation,
+    parse_generation_released,
     render,
     skeleton,
 )
@@ -36,7 +36,6 @@ FIG11_TEMPLATE = ("[M] designed [M] interim [M] <b-prod> m73 <b-prod> <i-prod> m
 
 def test_figure_11_template():
     assert render(skeleton(FIG11, FIG11_KEYWORDS), "[M]") == FIG11_TEMPLATE
-    assert make_template(FIG11, FIG11_KEYWORDS, "[M]", random.Random(0), dynamic=False) == FIG11_TEMPLATE
 
 
 def test_label_tokens():
@@ -118,7 +117,7 @@ def test_dynamic_mask_without_keywords_changes_nothing():
 def test_same_seed_same_templates():
     def rounds(seed: int) -> list[str]:
         rng = random.Random(seed)
-        return [make_template(FIG11, FIG11_KEYWORDS, "<mask>", rng) for _ in range(10)]
+        return [render(dynamic_mask(skeleton(FIG11, FIG11_KEYWORDS), rng), "<mask>") for _ in range(10)]
 
     assert rounds(3) == rounds(3)
     assert len(set(rounds(3))) > 1  # fresh masks every round
@@ -189,3 +188,28 @@ def test_malformed_generations(text, reason):
 def test_types_differing_only_in_case_are_refused():
     with pytest.raises(ValueError, match="share one label token"):
         parse_generation("x", ["Gene", "GENE"])
+
+
+@pytest.mark.parametrize("text, tokens, tags", [
+    ("<b-per> ann <i-loc> sang", ["ann", "sang"], ["B-PER", "O"]),                # closed by another label token
+    ("<i-per> ann <i-per> sang", ["ann", "sang"], ["I-PER", "O"]),                # an I- opening stays
+    ("<b-loc> new york <b-loc> is big", ["new york", "is", "big"], ["B-LOC", "O", "O"]),  # one line, one token
+    ("a<b-per>b <b-per> x <b-per>", ["a<b-per>b", "x"], ["O", "B-PER"]),          # glued inside: a plain word
+    ("en_XX <b-per>  ann <b-per>\tleft</s>", ["ann", "left"], ["B-PER", "O"]),   # any whitespace cuts
+])
+def test_the_released_reading(text, tokens, tags):
+    parsed = parse_generation_released(text, TYPES)
+    assert (parsed.tokens, parsed.tags) == (tokens, tags)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("<b-per> ann sang", "unpaired_tag"), ("<b-per> ann <b-per> <i-per>", "unpaired_tag"),
+    ("<B-PER> ann <B-PER>", "unknown_tag"), ("<b-foo> ann <b-foo>", "unknown_tag"),
+    ("<b-per>ann <b-per>", "glued_tag"), ("ann> sang", "glued_tag"), ("<", "glued_tag"),
+    ("<mask> sang", "unfilled_mask"), ("sang <mask>.", "unfilled_mask"),
+    ("<b-per> <b-per> sang", "empty"), ("</s>", "empty"),
+])
+def test_what_the_released_reading_refuses(text, reason):
+    with pytest.raises(MalformedGeneration) as err:
+        parse_generation_released(text, TYPES)
+    assert err.value.reason == reason

@@ -131,3 +131,22 @@ def test_the_method_table_lists_every_method():
     listed = [line.split()[0] for line in out.splitlines()]
     assert listed == list(registry.METHODS)
     assert "needs aclm" in next(line for line in out.splitlines() if line.startswith("wikineural"))
+
+
+def test_every_methods_augmenter_and_file_list_load_offline():
+    """The method table names functions by ``module:function``: each must import and be callable."""
+    from aclm import registry
+
+    augmenting = [m for m in registry.METHODS.values() if m.generation == "augment"]
+    assert {m.name for m in augmenting} >= {"lwtr", "daga", "mulda", "melm", "wikineural"}
+    for method in augmenting:
+        assert callable(method.augmenter()), method.name
+        assert method.input_files() is None or callable(method.input_files()), method.name
+
+
+def test_a_duplicate_method_name_is_refused():
+    from aclm import registry
+
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register(registry.Method("lwtr", "another LwTR", "none"))
+    assert registry.get("lwtr").summary == "label-wise token replacement"

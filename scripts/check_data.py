@@ -1,0 +1,32 @@
+#!/usr/bin/env python
+"""Check a setting's data before training it: every file it reads, its tags, types and sentence lengths.
+
+    python scripts/check_data.py dataset=multiconer/en gold=100
+    python scripts/check_data.py dataset=path/to/my_folder profile=tiny
+
+Errors (exit 1) name the file and line: a missing or malformed file, a lower-case tag, a type the
+dataset does not declare or one found in fewer than data_check.min_type_sentences sentences, and an
+unbuilt model folder with the make target that builds it.  Warnings: I- tags opening entities (IOB1),
+sentences longer than the encoder's limit.  Every run makes the same check first (aclm/datacheck.py).
+"""
+
+from __future__ import annotations
+
+from aclm.cli import main_guard, parse, stage_parser
+from aclm.datacheck import check_setting
+
+
+def main() -> None:
+    _, cfg = parse(stage_parser(__doc__))
+    report = check_setting(cfg)
+    for path, n in report.files.items():
+        print(f"read {path}: {n} sentences")
+    for message in report.warnings:
+        print(f"warning: {message}")
+    report.raise_errors()
+    print(f"data check passed: {len(report.files)} file(s), {sum(report.files.values())} sentences, "
+          f"{len(report.warnings)} warning(s)")
+
+
+if __name__ == "__main__":
+    main_guard(main)

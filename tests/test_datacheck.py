@@ -1,0 +1,163 @@
+"""The data check: bad data is caught before any training, with the file and line at fault."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aclm.config import load_config
+from aclm.data import DataError, read_conll
+from aclm.datacheck import check_setting, preflight
+from aclm.paths import PROJECT_ROOT
+
+SAMPLE = PROJECT_ROOT / "data" / "sample" / "en"
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    """A dataset folder of the user's own: the bundled English sample's three files."""
+    out = tmp_path / "my_data"
+    shutil.copytree(SAMPLE, out)
+    return out
+
+
+def check(folder: Path, *overrides: str):
+    return check_setting(load_config(["profile=tiny", f"dataset={folder}", *overrides]))
+
+
+def edit_line(path: Path, lineno: int, new: str) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[lineno - 1] = new
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def first_tagged_line(path: Path, prefix: str = "B-") -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if f"\t{prefix}" in line)
+
+
+def test_the_bundled_sample_passes(folder):
+    report = check(folder)
+    assert report.errors == [] and report.warnings == []
+    assert sum(report.files.values()) == 110
+
+
+def test_a_folder_without_a_test_file_fails_before_any_training(folder, tiny_models, tmp_path):
+    (folder / "test.conll").unlink()
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "scripts/run_method.py", "method=aclm", "profile=tiny",
+                           f"dataset={folder}", f"run_dir={tmp_path / 'runs'}"], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "no test file" in proc.stderr and "test.conll" in proc.stderr
+    assert not list((tmp_path / "runs").rglob("s1_ner")), "nothing may train before the data check"
+    print(f"failed in {seconds:.1f} s")   # the process start and imports included
+    assert seconds < 120
+
+
+def test_a_misspelt_type_fails_with_its_file_and_line(folder):
+    train = folder / "train.conll"
+    n = first_tagged_line(train)
+    word = train.read_text().splitlines()[n - 1].split("\t")[0]
+    edit_line(train, n, f"{word}\tB-PRE")
+    errors = check(folder).errors
+    assert any(f"{train}:" in e and "'PRE'" in e and "only 1 sentence" in e for e in errors), errors
+
+
+def test_an_undeclared_type_fails_where_the_dataset_declares_its_types(shared_data):
+    cfg = load_config(["profile=mini", "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}"])
+    from aclm.datacheck import tag_problems
+
+    sentences = read_conll(shared_data / "multiconer" / "en" / "train_100.conll")
+    sentences[5].tags[0] = "B-PRE"
+    errors, _ = tag_problems(sentences, ["CORP", "CW", "GRP", "LOC", "PER", "PROD"])
+    assert any("'PRE'" in e and "train_100.conll" in e for e in errors), errors
+    assert check_setting(cfg).errors == []
+
+
+def test_lower_case_tags_fail_unless_accepted(folder):
+    train = folder / "train.conll"
+    n = first_tagged_line(train)
+    word, tag = train.read_text().splitlines()[n - 1].split("\t")
+    edit_line(train, n, f"{word}\t{tag.lower()}")
+    errors = check(folder).errors
+    assert any(f"{train}:{n}:" in e and repr(tag.lower()) in e for e in errors), errors
+    assert check(folder, "data_check.canonical_tags=false").errors == []
+
+
+def test_iob1_openings_are_read_as_b_with_a_warning(folder):
+    train = folder / "train.conll"
+    n = first_tagged_line(train)
+    word, tag = train.read_text().splitlines()[n - 1].split("\t")
+    edit_line(train, n, f"{word}\tI-{tag[2:]}")
+    report = check(folder)
+    assert report.errors == [] and any("IOB1" in w for w in report.warnings)
+
+
+def test_a_sentence_longer_than_the_encoder_is_counted(folder):
+    train = folder / "train.conll"
+    with train.open("a", encoding="utf-8") as f:
+        f.write("".join(f"word{i}\tO\n" for i in range(2000)) + "\n")
+    warnings = check(folder).warnings
+    assert any(w.startswith("1 sentence(s) are longer than the encoder's") and "2000 words" in w for w in warnings)
+
+
+def test_an_unbuilt_model_folder_names_its_make_target(folder):
+    report = check(folder, "ner.model=models/tiny/not-built")
+    assert any("make tiny-models" in e for e in report.errors), report.errors
+    with pytest.raises(DataError, match="make tiny-models"):
+        preflight(load_config(["profile=tiny", f"dataset={folder}", "ner.model=models/tiny/not-built"]))
+
+
+def evaluate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "scripts/evaluate.py", *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True)
+
+
+def test_evaluate_checks_tags_and_prints_precision_recall_support(folder, tmp_path):
+    gold = folder / "test.conll"
+    pred = tmp_path / "pred.conll"
+    shutil.copy(gold, pred)
+    ok = evaluate("--gold", str(gold), "--pred", str(pred))
+    assert ok.returncode == 0, ok.stderr
+    assert " P 100.00  R 100.00  F1 100.00  (support" in ok.stdout
+
+    n = first_tagged_line(pred)
+    word, tag = pred.read_text().splitlines()[n - 1].split("\t")
+    edit_line(pred, n, f"{word}\tB-MADEUP")
+    warned = evaluate("--gold", str(gold), "--pred", str(pred))
+    assert warned.returncode == 0 and "predicted type 'MADEUP' does not occur in the gold data" in warned.stdout
+
+    edit_line(gold, n, f"{word}\t{tag.lower()}")
+    bad = evaluate("--gold", str(gold), "--pred", str(pred))
+    assert bad.returncode == 1 and f"{gold}:{n}:" in bad.stderr
+
+
+def test_strict_iob2_mode_does_not_count_an_entity_opened_by_i(tmp_path):
+    three = tmp_path / "three.conll"
+    rows = ["John\tB-PER\tI-PER", "Smith\tI-PER\tI-PER", "met\tO\tO", "Mary\tB-PER\tB-PER", "",
+            "Bob\tB-PER\tB-PER", "ran\tO\tO", "", "Ann\tB-PER\tB-PER", ""]
+    three.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    def micro(proc) -> str:
+        return next(line for line in proc.stdout.splitlines() if line.startswith("micro"))
+
+    lenient = evaluate("--pred", str(three))
+    strict = evaluate("--pred", str(three), "--strict")
+    assert "F1 100.00" in micro(lenient), lenient.stdout + lenient.stderr
+    assert "(strict IOB2)" in strict.stdout and "R 75.00" in micro(strict), strict.stdout
+
+
+def test_evaluate_warns_about_a_type_found_once_in_the_gold_data(folder, tmp_path):
+    gold = folder / "test.conll"
+    n = first_tagged_line(gold)
+    word = gold.read_text().splitlines()[n - 1].split("\t")[0]
+    edit_line(gold, n, f"{word}\tB-PRE")
+    pred = tmp_path / "pred.conll"
+    shutil.copy(gold, pred)
+    proc = evaluate("--gold", str(gold), "--pred", str(pred))
+    assert proc.returncode == 0 and f"{gold}:" in proc.stdout and "'PRE' occurs in only 1 sentence" in proc.stdout

@@ -1,0 +1,97 @@
+"""make gpu-check: resumable steps, its CPU dry mode end to end, and the offline node's bundle."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import torch
+
+from aclm.paths import PROJECT_ROOT
+
+SCRIPT = PROJECT_ROOT / "scripts" / "gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module                     # where its dataclasses look themselves up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["gpu_check"]
+
+
+def check(gpu_check, state):
+    return gpu_check.Check(gpu_check.dry_mode(), state, {"PATH": "/usr/bin:/bin"}, sys.executable)
+
+
+def test_a_step_cut_off_runs_again_and_a_finished_one_is_skipped(gpu_check, tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "STEP_LIMIT", 1)
+    runner = check(gpu_check, tmp_path)
+    assert gpu_check.run_step(gpu_check.Step("s", ["sleep", "30"]), runner)["status"].startswith("cut off after 1 s")
+    quick = gpu_check.Step("s", ["true"], lambda: {"figure": 1})
+    assert gpu_check.run_step(quick, runner)["result"] == {"figure": 1}
+    assert gpu_check.run_step(quick, runner)["result"] == {"figure": 1}           # finished: skipped
+    assert gpu_check.run_step(gpu_check.Step("s", ["true", "other settings"]), runner)["status"] == "done"
+    assert (tmp_path / "logs" / "s.log").read_text().count("== ") == 3             # the skipped one started nothing
+
+
+def run_check(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "run", *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=3000)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_without_cuda_the_check_says_so_and_succeeds():
+    done = run_check()
+    assert done.returncode == 0 and "no CUDA device found" in done.stdout
+
+
+def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models, tmp_path):
+    first = run_check("--dry-run", "--state", str(tmp_path))
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    records = json.loads((tmp_path / "gpu-check.json").read_text())["steps"]
+    assert list(records) == ["environment", "cuda-tests", "models", "pipeline-s0-s1", "pipeline-s2-s4", "pipeline-s5",
+                             "pipeline-s6-s7", "generation-batch-2", "generation-batch-4", "pack-1", "pack-2"]
+    assert all(r["status"] == "done" for r in records.values())
+    tests = records["cuda-tests"]["result"]
+    assert tests["failed"] == 0 and tests["passed"] == 6                # the CUDA tests' code, run on the CPU
+    summary = (tmp_path / "gpu-check.md").read_text()
+    assert summary.startswith("## DRY RUN on the CPU") and "say nothing about a GPU" in summary
+    assert "| s7_ner |" in summary and "| 4 | " in summary and "| 2 | " in summary
+    again = run_check("--dry-run", "--state", str(tmp_path))
+    assert again.returncode == 0 and again.stdout.count("done earlier") == len(records)
+
+
+def test_the_bundle_holds_flair_the_pinned_transformers_and_the_data_within_64_mib(gpu_check, tmp_path):
+    probe = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(tmp_path),
+                            "six==1.17.0"], capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:
+        pytest.skip(f"no package index reachable (pip download: {probe.stderr.strip()[-200:]})")
+    out = tmp_path / "gpu-bundle"
+    done = subprocess.run([sys.executable, str(SCRIPT), "bundle", "--out", str(out), "--python-version", "3.12"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["bytes"] <= 64 * 2**20
+    wheels = {gpu_check.wheel_pin(w) for w in (out / "wheels").glob("*.whl")}
+    names = {name for name, _ in wheels}
+    assert ("transformers", "4.57.6") in wheels and "flair" in names and "sentencepiece" in names
+    assert not names & {"torch", "numpy", "triton"}
+    for name in gpu_check.BUNDLE_DATA:
+        assert (out / "data" / "multiconer" / "en" / name).stat().st_size > 0
+    for wheel in (out / "wheels").glob("*.whl"):                      # every one a cp312 or pure wheel
+        assert "-cp312-" in wheel.name or "-abi3-" in wheel.name or wheel.name.endswith("-none-any.whl"), wheel.name
+        assert zipfile.is_zipfile(wheel)
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", str(tmp_path / "site"),
+         "--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:",
+         *[a for p in gpu_check.PLATFORMS for a in ("--platform", p)], *map(str, (out / "wheels").glob("*.whl"))],
+        capture_output=True, text=True, timeout=1800)
+    assert installed.returncode == 0, installed.stderr[-3000:]       # installable together for cp312
+    assert (tmp_path / "site" / "flair").is_dir()
