@@ -35,6 +35,8 @@ class Method:
     needs: tuple[str, ...] = ()         # methods of the same setting that must run first
     files: str = ""                     # "module:function" naming raw files it reads (hashed by content)
     config_file: Optional[Path] = None  # its YAML (default configs/methods/<name>.yaml)
+    generator: str = ""                 # the config section naming its pretrained generator (``model``)
+    decoding: str = ""                  # the config section of its sampler's settings (``constrained``)
 
     def __post_init__(self) -> None:
         if self.generation not in GENERATIONS:
@@ -84,15 +86,18 @@ def get(name: str) -> Method:
 
 for _method in (
     Method("gold_only", "S1 tagger on the gold sample", "none"),
-    Method("aclm", "attention keywords, selective masking, mBART-50, mixner", "aclm"),
-    Method("aclm_random", "ACLM with random keywords (a matched control)", "aclm"),
-    Method("aclm_only_entity", "ACLM with no keywords: templates keep the entities only", "aclm"),
+    Method("aclm", "attention keywords, selective masking, mBART-50, mixner", "aclm",
+           generator="generator", decoding="generation"),
+    Method("aclm_random", "ACLM with random keywords (a matched control)", "aclm",
+           generator="generator", decoding="generation"),
+    Method("aclm_only_entity", "ACLM with no keywords: templates keep the entities only", "aclm",
+           generator="generator", decoding="generation"),
     Method("lwtr", "label-wise token replacement", "augment", ("lwtr", "generation.rounds"),
            "baselines.lwtr:augment_gold"),
     Method("daga", "LSTM language model over tag-before-token sentences", "augment",
-           ("daga", "generation.rounds"), "baselines.daga:augment_gold"),
+           ("daga", "generation.rounds"), "baselines.daga:augment_gold", decoding="daga"),
     Method("mulda", "mBART-50 as the language model of DAGA's linearization", "augment", ("mulda",),
-           "baselines.mulda:augment"),
+           "baselines.mulda:augment", generator="mulda", decoding="mulda"),
     Method("melm", "masked entity language modelling (XLM-R), consistency filter", "augment",
            ("melm", "generator.label_token_init", "generation.mixner.embedder", "generation.mixner.batch_size"),
            "melm.augment:augment", files="melm.augment:code_mix_files"),

@@ -43,6 +43,7 @@ from aclm.datasets import registry
 from aclm.grid import Cell, Gold, Grid
 from aclm.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.paths import PROJECT_ROOT
+from aclm.registry import METHODS
 from aclm.stages import STAMP
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
@@ -376,10 +377,6 @@ def plot(summary: pd.DataFrame, grid: Grid, path: Path) -> Optional[Path]:
     return path
 
 
-GENERATING_METHODS = ("aclm", "aclm_random", "aclm_only_entity", "mulda")
-#: The config section whose ``constrained`` a generating method's decoding follows.
-CONSTRAINED_SECTIONS = {"aclm": "generation", "aclm_random": "generation", "aclm_only_entity": "generation",
-                        "mulda": "mulda", "daga": "daga"}
 CONSTRAINED_MEANINGS = {
     "off": "unconstrained, as the paper",
     "labels": "no generation can break the label-token grammar (an extension, not in the paper)",
@@ -392,12 +389,13 @@ def settings_notes(cells: Sequence[Run]) -> list[str]:
     """What every table must say beside it: mixner's gate (its sigma is not in the paper) and the generator."""
     mixner, generators = set(), set()
     for cell in cells:
-        if cell.method in GENERATING_METHODS and cell.result_path.exists():
+        method = METHODS.get(cell.method)
+        if method and method.generator and cell.result_path.exists():
             config = read_json(cell.result_path).get("config", {})
             m = config.get("generation", {}).get("mixner", {})
-            if cell.method != "mulda" and m:
+            if method.generation == "aclm" and m:
                 mixner.add((m.get("mode"), m.get("beta"), m.get("gamma_sigma"), m.get("code_mixed_rounds")))
-            generators.add(config.get("mulda" if cell.method == "mulda" else "generator", {}).get("model"))
+            generators.add(config.get(method.generator, {}).get("model"))
     notes = []
     for mode, beta, sigma, mixed in sorted(mixner, key=str):
         if mode == "paper":
@@ -417,9 +415,10 @@ def constrained_notes(cells: Sequence[Run]) -> list[str]:
     method; results from before the key existed decoded unconstrained."""
     methods: dict[str, set[str]] = {}
     for cell in cells:
-        if cell.method in CONSTRAINED_SECTIONS and cell.result_path.exists():
+        method = METHODS.get(cell.method)
+        if method and method.decoding and cell.result_path.exists():
             config = read_json(cell.result_path).get("config", {})
-            mode = config.get(CONSTRAINED_SECTIONS[cell.method], {}).get("constrained", "off")
+            mode = config.get(method.decoding, {}).get("constrained", "off")
             methods.setdefault(str(mode), set()).add(cell.method)
     return [f"decoding: constrained = {mode} ({', '.join(sorted(names))}): "
             f"{CONSTRAINED_MEANINGS.get(mode, mode)}." for mode, names in sorted(methods.items())]
