@@ -99,7 +99,7 @@ clean:  ## delete runs/ and the tiny and paper-size models built here (not the m
 # of a setting share S1), each slice gets its own fragment:
 #   CUDA_VISIBLE_DEVICES=0 make reproduce-table1 LANGS=en,bn,hi,de,es &
 #   CUDA_VISIBLE_DEVICES=1 make reproduce-table1 LANGS=ko,nl,ru,tr,zh &
-# GNU parallel / Slurm job arrays: `scripts/grid.py list TABLE --phase N` (see aclm/grid.py).
+# GNU parallel / Slurm job arrays: `scripts/grid.py list TABLE --phase N` (see aclm/tables/grid.py).
 LANGS   ?=
 SIZES   ?=
 METHODS ?=

@@ -19,9 +19,9 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from aclm.augmentation import kept_row
-from aclm.config import DAGAConfig
-from aclm.data import TaggedSentence
+from aclm.base.augmentation import kept_row
+from aclm.base.config import DAGAConfig
+from aclm.base.data import TaggedSentence
 from baselines.linearize import linearize, screen, tag_vocabulary
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"

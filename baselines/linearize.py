@@ -13,10 +13,10 @@ that shape (lower-cased text never does) and with empty ``meta``, which
 the linearization does not carry.
 
 A sequence that cannot be read back raises
-:class:`aclm.screening.MalformedGeneration` with one of the shared reasons
+:class:`aclm.steps.screening.MalformedGeneration` with one of the shared reasons
 (``empty``, ``tag_without_word``, ``unknown_tag``; ``truncated`` for a sample
 cut off before its end), and samples are screened by the shared
-:func:`aclm.screening.screen`.
+:func:`aclm.steps.screening.screen`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from aclm import screening
-from aclm.data import TaggedSentence, normalise_tags
-from aclm.screening import MalformedGeneration
+from aclm.base.data import TaggedSentence, normalise_tags
+from aclm.steps import screening
+from aclm.steps.screening import MalformedGeneration
 
 _TAG_SHAPE = re.compile(r"^[BI]-\S+$")
 
@@ -97,7 +97,7 @@ def screen(samples: Sequence[Sample], known_tags: set[str],
     """Keep the finished, well-formed, new samples (with their index), counting every drop.
 
     Shared by the generate-from-scratch methods (DAGA, MulDA), through the
-    shared :func:`aclm.screening.screen`: a sample is dropped when it was cut
+    shared :func:`aclm.steps.screening.screen`: a sample is dropped when it was cut
     off before its end (``malformed_truncated``), does not parse
     (``malformed_<reason>``), copies a training sentence (``copy``) or repeats
     an earlier sample, same words and tags (``duplicate``).

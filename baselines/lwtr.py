@@ -26,9 +26,9 @@ import random
 from collections import Counter
 from typing import Sequence
 
-from aclm.augmentation import kept_row
-from aclm.data import TaggedSentence
-from aclm.screening import KEPT, screen
+from aclm.base.augmentation import kept_row
+from aclm.base.data import TaggedSentence
+from aclm.steps.screening import KEPT, screen
 
 Distribution = dict[str, tuple[list[str], list[float]]]
 
@@ -102,7 +102,7 @@ def augment(sentences: Sequence[TaggedSentence], p: float, rounds: int,
     Rounds are the outer loop and one generator drives every draw, so the
     augmentations of R rounds start with exactly those of fewer rounds (an
     R sweep is nested).  Under ``paper`` the shared
-    :func:`aclm.screening.screen` drops and counts an augmentation identical
+    :func:`aclm.steps.screening.screen` drops and counts an augmentation identical
     to its source (``copy``) or to an earlier augmentation of the same source
     (``duplicate``); under ``released`` it keeps them all.  Each kept one
     records its source's index and its round in ``meta``.

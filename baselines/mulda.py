@@ -24,14 +24,14 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2SeqTrainer, set_seed
 
-from aclm.augmentation import Gold, kept_row
-from aclm.config import model_path
-from aclm.constraints import LabelGrammar, TokenClasses, sampling_arguments
-from aclm.data import TaggedSentence
-from aclm.generation import decode_keeping_labels
-from aclm.finetuning import best_evaluation, label_words, language_code, load_generator, training_arguments
-from aclm.progress import show_progress
-from aclm.tokens import add_tokens
+from aclm.base.augmentation import Gold, kept_row
+from aclm.base.config import model_path
+from aclm.base.data import TaggedSentence
+from aclm.base.progress import show_progress
+from aclm.base.tokens import add_tokens
+from aclm.steps.constraints import LabelGrammar, TokenClasses, sampling_arguments
+from aclm.steps.finetuning import best_evaluation, label_words, language_code, load_generator, training_arguments
+from aclm.steps.generation import decode_keeping_labels
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
 log = logging.getLogger("baselines.mulda")
@@ -41,7 +41,7 @@ log = logging.getLogger("baselines.mulda")
 def setup(path: str, language: str, tags: Sequence[str], device: torch.device | None = None,
           init_words: Mapping[str, str] | None = None):
     """Load mBART-50 with ``tags`` as whole tokens; a new one starts from its type's words, as ACLM's label
-    tokens do (:func:`aclm.finetuning.label_words`).
+    tokens do (:func:`aclm.steps.finetuning.label_words`).
 
     They are added as special tokens: those are matched before sentencepiece
     runs and absorb the spaces around them, so a linearized sentence encodes
@@ -112,7 +112,7 @@ def sample(model, tokenizer: PreTrainedTokenizerBase, n: int, cfg: DictConfig, t
     cut-off sample would look finished.  Call ``c`` draws after
     ``torch.manual_seed(seed + c)``.  With ``cfg.constrained`` ``labels`` or
     ``entities`` (no template here: the same) a tag token is always followed
-    by a word (:class:`aclm.constraints.LabelGrammar`, ``paired=False``).
+    by a word (:class:`aclm.steps.constraints.LabelGrammar`, ``paired=False``).
     """
     code = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
     tag_ids = set(tokenizer.convert_tokens_to_ids(list(tags)))

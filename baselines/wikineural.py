@@ -13,10 +13,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from aclm.augmentation import Gold, kept_row
-from aclm.data import check_label_sets
-from aclm.datasets import get_spec, load_split, resolve_data_dir
-from aclm.io import read_json
+from aclm.base.augmentation import Gold, kept_row
+from aclm.base.data import check_label_sets
+from aclm.base.datasets import get_spec, load_split, resolve_data_dir
+from aclm.base.io import read_json
 
 
 def silver_name(language: str) -> str:

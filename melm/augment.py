@@ -21,9 +21,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from aclm.augmentation import Gold
-from aclm.datasets import get_spec, resolve_data_dir
-from aclm.runtime import Timings, seed_everything
+from aclm.base.augmentation import Gold
+from aclm.base.datasets import get_spec, resolve_data_dir
+from aclm.base.runtime import Timings, seed_everything
 from melm.codemix import code_mix, load_code_mix_pool, sbert_embedder
 from melm.encoding import Seed, encode, load_mlm
 from melm.generation import fill_jobs, plan_jobs, read_all, screen

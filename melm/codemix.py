@@ -26,9 +26,9 @@ import torch
 from omegaconf import DictConfig
 from torch.nn import functional as F
 
-from aclm.config import model_path
-from aclm.data import TaggedSentence
-from aclm.datasets import get_spec, load_split
+from aclm.base.config import model_path
+from aclm.base.data import TaggedSentence
+from aclm.base.datasets import get_spec, load_split
 from melm.encoding import Seed
 
 Embed = Callable[[list[str]], torch.Tensor]

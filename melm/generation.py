@@ -12,7 +12,7 @@ Tokens are replaced in place, so every sub-token still belongs to the same
 sentence word: a word is rebuilt from its own sub-tokens (joined, whatever
 word-boundary marks the new ones carry) and the sentence keeps its number of
 words and its tag sequence.  The result is still read back through
-:func:`aclm.templates.parse_generation`, which rejects whatever cannot be a
+:func:`aclm.steps.templates.parse_generation`, which rejects whatever cannot be a
 word (an empty one, one that spells a label token).
 """
 
@@ -27,11 +27,11 @@ from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from aclm import screening
-from aclm.augmentation import kept_row
-from aclm.data import TaggedSentence
-from aclm.screening import MalformedGeneration
-from aclm.templates import linearize, parse_generation
+from aclm.base.augmentation import kept_row
+from aclm.base.data import TaggedSentence
+from aclm.steps import screening
+from aclm.steps.screening import MalformedGeneration
+from aclm.steps.templates import linearize, parse_generation
 from melm.encoding import Encoded, Seed
 
 
@@ -159,7 +159,7 @@ def read_all(seeds: Sequence[Seed], encoded: Sequence[Encoded], jobs: Sequence[J
 
 def screen(seeds: Sequence[Seed], gold: Sequence[TaggedSentence], jobs: Sequence[Job],
            generated: Sequence[TaggedSentence | MalformedGeneration]) -> tuple[list[dict], dict[str, int]]:
-    """Kept rows, dropping and counting (the shared :func:`aclm.screening.screen`) malformed generations,
+    """Kept rows, dropping and counting (the shared :func:`aclm.steps.screening.screen`) malformed generations,
     copies of the seed or of its gold source (``copy``) and repeats of the same gold source (``duplicate``)."""
     job_seeds = [seeds[job.seed_index] for job in jobs]
 

@@ -23,9 +23,9 @@ import torch
 from transformers import (DataCollatorForLanguageModeling, DataCollatorForTokenClassification, Trainer,
                           TrainingArguments)
 
-from aclm.config import MELMConfig
-from aclm.finetuning import best_evaluation, precision_flags
-from aclm.progress import show_progress
+from aclm.base.config import MELMConfig
+from aclm.base.progress import show_progress
+from aclm.steps.finetuning import best_evaluation, precision_flags
 from melm.encoding import Encoded
 
 log = logging.getLogger("melm.training")

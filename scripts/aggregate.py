@@ -15,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from aclm.grid import GridError, expand, grid_names, load_grid
-from aclm.perplexity import MODES
-from aclm.report import PerplexityCache, build_report, write_report
+from aclm.tables.grid import GridError, expand, grid_names, load_grid
+from aclm.tables.perplexity import MODES
+from aclm.tables.report import PerplexityCache, build_report, write_report
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--methods")
     parser.add_argument("--seeds")
     parser.add_argument("--perplexity", choices=MODES, default="sentence",
-                        help="pool per-sentence perplexities (mean) or the corpus's tokens (aclm/perplexity.py)")
+                        help="pool per-sentence perplexities (mean) or the corpus's tokens (aclm/tables/perplexity.py)")
     parser.add_argument("--device", default=None, help="device for perplexity (default: cuda if available)")
     args = parser.parse_args()
 

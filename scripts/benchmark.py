@@ -43,15 +43,15 @@ from typing import Iterator
 import torch
 from omegaconf import OmegaConf
 
-from aclm.config import load_config, model_path
-from aclm.constraints import MODES, LabelGrammar
-from aclm.data import TaggedSentence, read_conll
-from aclm.datasets import load_split
-from aclm.finetuning import add_label_tokens, language_code, load_generator
-from aclm.generation import Job, decode_jobs, decode_keeping_labels, nearest_neighbours
-from aclm.keywords import extract_keywords
-from aclm.screening import MalformedGeneration
-from aclm.templates import PARSERS, dynamic_mask, label_tokens, parse_generation, render, skeleton
+from aclm.base.config import load_config, model_path
+from aclm.base.data import TaggedSentence, read_conll
+from aclm.base.datasets import load_split
+from aclm.steps.constraints import MODES, LabelGrammar
+from aclm.steps.finetuning import add_label_tokens, language_code, load_generator
+from aclm.steps.generation import Job, decode_jobs, decode_keeping_labels, nearest_neighbours
+from aclm.steps.keywords import extract_keywords
+from aclm.steps.screening import MalformedGeneration
+from aclm.steps.templates import PARSERS, dynamic_mask, label_tokens, parse_generation, render, skeleton
 
 FULL_RETRIEVAL = 15_000
 

@@ -21,10 +21,11 @@ import argparse
 import time
 from pathlib import Path
 
-from aclm.cli import main_guard
-from aclm.tiny_models import DEFAULT_OUT_DIR, DEFAULT_TEXT_DIR, REPO_ROOT, SHAPES, build_tiny_models
+from aclm.base.paths import PROJECT_ROOT
+from aclm.builders.tiny_models import DEFAULT_OUT_DIR, DEFAULT_TEXT_DIR, SHAPES, build_tiny_models
+from aclm.run.cli import main_guard
 
-OUT_DIRS = {"tiny": DEFAULT_OUT_DIR, "paper": REPO_ROOT / "models" / "paper_shape"}
+OUT_DIRS = {"tiny": DEFAULT_OUT_DIR, "paper": PROJECT_ROOT / "models" / "paper_shape"}
 
 
 def main() -> None:

@@ -7,13 +7,13 @@
 Errors (exit 1) name the file and line: a missing or malformed file, a lower-case tag, a type the
 dataset does not declare or one found in fewer than data_check.min_type_sentences sentences, and an
 unbuilt model folder with the make target that builds it.  Warnings: I- tags opening entities (IOB1),
-sentences longer than the encoder's limit.  Every run makes the same check first (aclm/datacheck.py).
+sentences longer than the encoder's limit.  Every run makes the same check first (aclm/run/datacheck.py).
 """
 
 from __future__ import annotations
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.datacheck import check_setting
+from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.datacheck import check_setting
 
 
 def main() -> None:

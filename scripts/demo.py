@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 
-from aclm import experiment as ex
-from aclm import layout
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.config import load_config
-from aclm.data import bio_spans
-from aclm.io import read_json, read_jsonl
-from aclm.layout import RunLayout
-from aclm.methods import result_dir
+from aclm.base.config import load_config
+from aclm.base.data import bio_spans
+from aclm.base.io import read_json, read_jsonl
+from aclm.run import experiment as ex
+from aclm.run import layout
+from aclm.run.chain import result_dir
+from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.layout import RunLayout
 
 EXAMPLES = 6
 #: the taggers' epochs here (the profile's 100 would take the demo from 6 minutes to about 20); in its own run

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Score NER output with seqeval (conlleval semantics, or --strict IOB2): micro and per-type P/R/F1 with
-support, and P/R/F1 by sentence length.  The tags are checked as a run's data are (aclm/datacheck.py):
+support, and P/R/F1 by sentence length.  The tags are checked as a run's data are (aclm/run/datacheck.py):
 a lower-case tag fails (exit 1); a gold type in fewer than data_check.min_type_sentences sentences (a
 misspelt B-PRE?) and a predicted type the gold data lacks are warnings.
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.data import (DataError, TaggedSentence, entity_types, read_conll, read_text_lines, split_columns,
+from aclm.base.data import (DataError, TaggedSentence, entity_types, read_conll, read_text_lines, split_columns,
                        tagged_sentence, tags_as_written)
-from aclm.datacheck import Report, rare_types, tag_problems
-from aclm.io import write_json
-from aclm.metrics import evaluate_tags, format_scores
+from aclm.base.io import write_json
+from aclm.base.metrics import evaluate_tags, format_scores
+from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.datacheck import Report, rare_types, tag_problems
 
 
 def read_columns(path: Path) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
@@ -87,10 +87,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the scores here")
     args, cfg = parse(parser)
     if args.model:
-        from aclm.datasets import load_split
-        from aclm.experiment import test_names
-        from aclm.ner import load_tagger, predict_tags
-        from aclm.runtime import select_device
+        from aclm.base.datasets import load_split
+        from aclm.base.runtime import select_device
+        from aclm.run.experiment import test_names
+        from aclm.run.tagger import load_tagger, predict_tags
 
         select_device(cfg.device)
         tagger = load_tagger(args.model)

@@ -11,8 +11,8 @@ select the variants."""
 
 from __future__ import annotations
 
-from aclm import layout
-from aclm.cli import stage_script
+from aclm.run import layout
+from aclm.run.cli import stage_script
 
 if __name__ == "__main__":
     stage_script(__doc__, layout.S2, "keywords")

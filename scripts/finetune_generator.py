@@ -8,8 +8,8 @@ Writes the best-by-dev-loss model to <run>/<method>/s4_generator/ (a from_pretra
 
 from __future__ import annotations
 
-from aclm import layout
-from aclm.cli import stage_script
+from aclm.run import layout
+from aclm.run.cli import stage_script
 
 if __name__ == "__main__":
     stage_script(__doc__, layout.S4, "generator")

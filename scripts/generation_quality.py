@@ -22,7 +22,7 @@ the same counts (generated, well_formed, not_copy: what S6 keeps under the
 default postprocess settings, usable) by group: plain and mixed (mixner)
 rounds, templates whose longest entity has at most two words and those with
 one of three or more; and Diversity-E/N/L of the augmentations S6 kept
-(aclm/diversity.py).
+(aclm/steps/diversity.py).
 
 Methods that generate from scratch (DAGA, MulDA) have no source sentence: their
 shares come from the screening counts of their generation stage: finished (not
@@ -36,13 +36,13 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from aclm import layout
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.data import TaggedSentence
-from aclm.io import read_json, read_jsonl
-from aclm.layout import RunLayout
-from aclm.postprocess import too_similar
-from aclm.stages import STAMP
+from aclm.base.data import TaggedSentence
+from aclm.base.io import read_json, read_jsonl
+from aclm.run import layout
+from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.layout import RunLayout
+from aclm.run.stages import STAMP
+from aclm.steps.postprocess import too_similar
 
 EXAMPLES = 5
 #: Entities of this many words or more make a template's "long_entities" group.
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--no-run", action="store_true", help="only read the run's files; run no stage")
     args, cfg = parse(parser)
     if not args.no_run:
-        from aclm.methods import run_method
+        from aclm.run.chain import run_method
 
         run_method(cfg, until=layout.S6)
     result = {"generator": cfg.generator.model, **quality(RunLayout.of(cfg).method_dir)}

@@ -224,7 +224,7 @@ def write_json(path: Path, obj) -> None:
 def measure_environment() -> dict:
     import torch
 
-    from aclm.runtime import library_versions
+    from aclm.base.runtime import library_versions
 
     facts = {"cuda": torch.cuda.is_available(), "torch_cuda": torch.version.cuda, "libraries": library_versions()}
     if torch.cuda.is_available():
@@ -239,9 +239,9 @@ def generation_templates(profile: str, mask: str, n: int) -> tuple[list[str], li
     """``n`` templates from the profile's dataset (entities kept, 30% of the other words as keywords), and its types."""
     import random
 
-    from aclm.config import load_config
-    from aclm.datasets import load_split
-    from aclm.templates import render, skeleton
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from aclm.steps.templates import render, skeleton
 
     sentences = [s for s in load_split(load_config([f"profile={profile}"]).dataset, "train") if s.spans()]
     rng = random.Random(1)
@@ -256,9 +256,9 @@ def measure_generation(profile: str, device_name: str, batch_size: int, template
     import torch
     from omegaconf import OmegaConf
 
-    from aclm.config import load_config
-    from aclm.finetuning import add_label_tokens, load_generator
-    from aclm.generation import Job, decode_jobs
+    from aclm.base.config import load_config
+    from aclm.steps.finetuning import add_label_tokens, load_generator
+    from aclm.steps.generation import Job, decode_jobs
 
     device = torch.device(device_name)
     cfg = load_config([f"profile={profile}"])

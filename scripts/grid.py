@@ -10,8 +10,8 @@
 
 ``makefile`` writes the fragment atomically (``<runs>/<profile>/grids/``) and
 prints its path.  ``submit`` sends the runs that are not done to Slurm
-(``aclm/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
-``--dry-run`` prints the batch scripts instead.  See ``aclm/grid.py`` for
+(``aclm/tables/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
+``--dry-run`` prints the batch scripts instead.  See ``aclm/tables/grid.py`` for
 make and GNU parallel.
 """
 
@@ -22,10 +22,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from aclm.grid import (GridError, cell_command, conflicts, expand, fragment_path, grid_names, load_grid,
+from aclm.base.runtime import exit_on_sigterm
+from aclm.tables.grid import (GridError, cell_command, conflicts, expand, fragment_path, grid_names, load_grid,
                        makefile, parse_slice, prune_finished_s1, run_cell, with_prerequisites, write_makefile)
-from aclm.runtime import exit_on_sigterm
-from aclm.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
+from aclm.tables.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
 
 def add_grid_args(parser: argparse.ArgumentParser) -> None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aclm import splits
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.config import config_hash, to_dict
-from aclm.data import write_conll
-from aclm.datasets import load_split
-from aclm.io import write_json
+from aclm.base import splits
+from aclm.base.config import config_hash, to_dict
+from aclm.base.data import write_conll
+from aclm.base.datasets import load_split
+from aclm.base.io import write_json
+from aclm.run.cli import main_guard, parse, stage_parser
 
 
 def main() -> None:

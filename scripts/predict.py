@@ -18,12 +18,12 @@ import argparse
 import time
 from pathlib import Path
 
-from aclm import layout
-from aclm.cli import main_guard
-from aclm.data import DataError, TaggedSentence, format_conll, read_conll, read_text_lines, split_columns
-from aclm.io import atomic_write_text
-from aclm.runtime import select_device, setup_logging
-from aclm.stages import pruned_files
+from aclm.base.data import DataError, TaggedSentence, format_conll, read_conll, read_text_lines, split_columns
+from aclm.base.io import atomic_write_text
+from aclm.base.runtime import select_device, setup_logging
+from aclm.run import layout
+from aclm.run.cli import main_guard
+from aclm.run.stages import pruned_files
 
 
 def model_file(path: Path) -> Path:
@@ -71,7 +71,7 @@ def main() -> None:
     sentences = read_input(args.input)
     if not sentences:
         raise DataError(f"{args.input}: no sentences to tag")
-    from aclm.ner import load_tagger, predict_tags
+    from aclm.run.tagger import load_tagger, predict_tags
 
     select_device(args.device)
     start = time.perf_counter()

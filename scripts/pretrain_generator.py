@@ -5,7 +5,7 @@
     python scripts/pretrain_generator.py [--out DIR] [--data-dir DIR] [--seed 0] [--steps N] [--force]
 
 The `mini` profile's generator (ACLM S4/S5, MulDA). No pretrained seq2seq model
-installs here without a model hub, so one is made (aclm/pretraining.py):
+installs here without a model hub, so one is made (aclm/builders/pretraining.py):
 
 - model: MBartForConditionalGeneration, d_model 256, 3 encoder + 3 decoder
   layers, 4 heads, feed-forward 1024, 7.7M parameters (fairseq's init scale,
@@ -40,9 +40,9 @@ import argparse
 import json
 from pathlib import Path
 
-from aclm.cli import main_guard
-from aclm.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, SPEC, pretrain_generator
-from aclm.runtime import setup_logging
+from aclm.base.runtime import setup_logging
+from aclm.builders.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, SPEC, pretrain_generator
+from aclm.run.cli import main_guard
 
 
 def main() -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 
-from aclm import registry
-from aclm.cli import main_guard, parse, stage_parser
-from aclm.io import read_json
-from aclm.layout import RESULT
-from aclm.methods import result_dir
+from aclm.base import registry
+from aclm.base.io import read_json
+from aclm.run.chain import result_dir
+from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.layout import RESULT
 
 
 def list_methods() -> None:

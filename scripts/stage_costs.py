@@ -24,15 +24,15 @@ from pathlib import Path
 
 import torch
 
-from aclm import layout
-from aclm.cli import main_guard
-from aclm.config import load_config
-from aclm.grid import expand, load_grid
-from aclm.io import read_json, write_json
-from aclm.layout import RunLayout
-from aclm.methods import run_method
-from aclm.runtime import setup_logging
-from aclm.stages import STAMP, pruned_files
+from aclm.base.config import load_config
+from aclm.base.io import read_json, write_json
+from aclm.base.runtime import setup_logging
+from aclm.run import layout
+from aclm.run.chain import run_method
+from aclm.run.cli import main_guard
+from aclm.run.layout import RunLayout
+from aclm.run.stages import STAMP, pruned_files
+from aclm.tables.grid import expand, load_grid
 
 TRAINED = {layout.S1: "ner", layout.S7: "ner", layout.S4: "generator"}     # per-epoch stages, and their section
 # Assumed generation cost of each baseline, as a share of ACLM's S4+S5 (none is measured here):

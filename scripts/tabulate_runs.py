@@ -10,7 +10,7 @@ Each argument is a run folder (searched through), a result.json or
 failed.json, or a glob of them (quote it: ``**`` spans folders); a glob for
 result.json also finds the failed.json of a run that failed.  The runs need
 not form a grid: German at 300 gold, a dataset folder's runs, a slice of a
-grid.  Two tables (aclm/tabulate.py): ``f1`` (a row per method and variant, a
+grid.  Two tables (aclm/tables/tabulate.py): ``f1`` (a row per method and variant, a
 column per dataset x gold size) and ``per_type`` (F1 per entity type), each
 entry the mean ± std over seeds, with the grids' FAILED entries and Welch
 t-test rows.  ``--paper`` names a grid (configs/grids) whose paper numbers
@@ -24,9 +24,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from aclm.grid import GridError, grid_names
-from aclm.report import write_report
-from aclm.tabulate import TabulateError, tabulate
+from aclm.tables.grid import GridError, grid_names
+from aclm.tables.report import write_report
+from aclm.tables.tabulate import TabulateError, tabulate
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ set(s) in its own stage (s1_eval/ or s7_eval/, which holds result.json).
 
 from __future__ import annotations
 
-from aclm.cli import stage_script
+from aclm.run.cli import stage_script
 
 if __name__ == "__main__":
     stage_script(__doc__, None, "result")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from aclm import layout
-from aclm.io import read_json
-from aclm.layout import RunLayout
-from aclm.methods import result_dir, run_method
+from aclm.base.io import read_json
+from aclm.run import layout
+from aclm.run.chain import result_dir, run_method
+from aclm.run.layout import RunLayout
 
 SETTINGS = {"multiconer/en": 100, "conll2003/en": 200}
 METHODS = ("lwtr", "daga", "mulda", "melm")

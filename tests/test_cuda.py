@@ -16,19 +16,19 @@ import flair
 import pytest
 import torch
 
-from aclm import layout
-from aclm.config import load_config
-from aclm.data import read_conll
-from aclm.finetuning import add_label_tokens, load_generator, training_arguments
-from aclm.generation import Job, decode_jobs, nearest_neighbours
-from aclm.io import read_json
-from aclm.keywords import extract_keywords
-from aclm.methods import run_method
-from aclm.ner import amp
-from aclm.paths import PROJECT_ROOT
-from aclm.runtime import select_device
-from aclm.stages import STAMP
-from aclm.templates import render, skeleton
+from aclm.base.config import load_config
+from aclm.base.data import read_conll
+from aclm.base.io import read_json
+from aclm.base.paths import PROJECT_ROOT
+from aclm.base.runtime import select_device
+from aclm.run import layout
+from aclm.run.chain import run_method
+from aclm.run.stages import STAMP
+from aclm.run.tagger import amp
+from aclm.steps.finetuning import add_label_tokens, load_generator, training_arguments
+from aclm.steps.generation import Job, decode_jobs, nearest_neighbours
+from aclm.steps.keywords import extract_keywords
+from aclm.steps.templates import render, skeleton
 
 pytestmark = pytest.mark.cuda
 

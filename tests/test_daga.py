@@ -4,12 +4,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from aclm.config import DAGAConfig
-from aclm.data import TaggedSentence
+from aclm.base.config import DAGAConfig
+from aclm.base.data import TaggedSentence
+from aclm.steps.screening import COUNT_KEYS, MalformedGeneration
 from baselines import daga
 from baselines.daga import (BOS, EOS, PAD, UNK, LSTMLanguageModel, Vocabulary, _training_tensors,
                             dev_perplexity, generate, sample, train_lm)
-from aclm.screening import COUNT_KEYS, MalformedGeneration
 from baselines.linearize import linearize, parse, tag_vocabulary
 
 TAGS = {"B-PER", "I-PER", "B-LOC", "I-LOC"}

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from aclm.data import (DataError, TaggedSentence, bio_spans, check_label_sets, normalise_tags, read_conll,
+from aclm.base.data import (DataError, TaggedSentence, bio_spans, check_label_sets, normalise_tags, read_conll,
                        write_conll)
 
 

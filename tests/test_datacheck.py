@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from aclm.config import load_config
-from aclm.data import DataError, read_conll
-from aclm.datacheck import check_setting, preflight
-from aclm.paths import PROJECT_ROOT
+from aclm.base.config import load_config
+from aclm.base.data import DataError, read_conll
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run.datacheck import check_setting, preflight
 
 SAMPLE = PROJECT_ROOT / "data" / "sample" / "en"
 
@@ -71,7 +71,7 @@ def test_a_misspelt_type_fails_with_its_file_and_line(folder):
 
 def test_an_undeclared_type_fails_where_the_dataset_declares_its_types(shared_data):
     cfg = load_config(["profile=mini", "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}"])
-    from aclm.datacheck import tag_problems
+    from aclm.run.datacheck import tag_problems
 
     sentences = read_conll(shared_data / "multiconer" / "en" / "train_100.conll")
     sentences[5].tags[0] = "B-PRE"

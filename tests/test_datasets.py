@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aclm.datasets import get_spec, load_split, registry
-from aclm.paths import PROJECT_ROOT
+from aclm.base.datasets import get_spec, load_split, registry
+from aclm.base.paths import PROJECT_ROOT
 
 
 def test_every_registered_file_reads_cleanly(shared_data):
@@ -124,8 +124,8 @@ def write_folder(folder, splits=("train", "dev", "test"), sentences=EN, ext=".co
 
 
 def test_a_folder_with_all_three_files_is_a_dataset(tmp_path, monkeypatch):
-    from aclm.config import load_config
-    from aclm.datasets import is_known, run_name
+    from aclm.base.config import load_config
+    from aclm.base.datasets import is_known, run_name
 
     folder = write_folder(tmp_path / "My Data")
     name = str(folder)
@@ -148,10 +148,10 @@ def test_a_folder_with_all_three_files_is_a_dataset(tmp_path, monkeypatch):
 
 
 def test_a_folder_with_only_train_carves_dev_and_has_no_test(tmp_path):
-    from aclm import experiment
-    from aclm.config import load_config
-    from aclm.data import DataError
-    from aclm.datasets import require_split
+    from aclm.base.config import load_config
+    from aclm.base.data import DataError
+    from aclm.base.datasets import require_split
+    from aclm.run import experiment
 
     folder = write_folder(tmp_path / "only_train", splits=("train",), sentences=EN * 5)
     cfg = load_config(["profile=tiny", "method=lwtr", f"dataset={folder}", "gold=full", f"run_dir={tmp_path}"])
@@ -172,14 +172,14 @@ def test_other_file_names_are_read_and_two_for_one_split_are_refused(tmp_path):
     spec = get_spec(str(folder))
     assert (Path(spec.train).name, Path(spec.dev).name, spec.test) == ("train.txt", "val.tsv", None)
     write_folder(folder, splits=("dev",))
-    from aclm.config import ConfigError, load_config
+    from aclm.base.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=r"several dev files \(dev.conll, val.tsv\)"):
         load_config(["profile=tiny", f"dataset={folder}"])
 
 
 def test_language_is_detected_from_stop_words_and_logged(tmp_path, caplog):
-    caplog.set_level("INFO", logger="aclm.datasets")
+    caplog.set_level("INFO", logger="aclm.base.datasets")
     assert get_spec(str(write_folder(tmp_path / "en"))).language == "en"
     assert get_spec(str(write_folder(tmp_path / "de", sentences=DE))).language == "de"
     logged = [r.getMessage() for r in caplog.records]
@@ -188,7 +188,7 @@ def test_language_is_detected_from_stop_words_and_logged(tmp_path, caplog):
 
 
 def test_language_given_in_the_config_wins(tmp_path):
-    from aclm.config import ConfigError, load_config
+    from aclm.base.config import ConfigError, load_config
 
     folder = write_folder(tmp_path / "en_text")                   # English text, declared German
     cfg = load_config(["profile=tiny", f"dataset={folder}", "language=de"])
@@ -202,7 +202,7 @@ def test_language_given_in_the_config_wins(tmp_path):
 
 
 def test_text_without_stop_words_asks_for_the_language(tmp_path):
-    from aclm.data import DataError
+    from aclm.base.data import DataError
 
     folder = write_folder(tmp_path / "codes", sentences=[("xq7 zzv qwrt", "B-PER O O")])
     with pytest.raises(DataError, match="cannot tell its language.*language=<ISO 639-1 code>"):
@@ -210,7 +210,7 @@ def test_text_without_stop_words_asks_for_the_language(tmp_path):
 
 
 def test_a_wrong_folder_is_a_clear_error(tmp_path):
-    from aclm.config import ConfigError, load_config
+    from aclm.base.config import ConfigError, load_config
 
     folder = tmp_path / "wrong"
     folder.mkdir()

@@ -1,7 +1,7 @@
 import pytest
 
-from aclm.data import TaggedSentence
-from aclm.diversity import diversity
+from aclm.base.data import TaggedSentence
+from aclm.steps.diversity import diversity
 
 
 def s(text: str, tags: str) -> TaggedSentence:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aclm.paths import PROJECT_ROOT
+from aclm.base.paths import PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"
 PAGES = [README, *sorted((PROJECT_ROOT / "docs").glob("*.md"))]

@@ -8,11 +8,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from aclm.data import TaggedSentence
-from aclm.generation import Job, build_jobs, decode_keeping_labels, nearest_neighbours, plan_partners, screen
-from aclm.postprocess import filter_augmentations, similarity
-from aclm.screening import zero_counts
-from aclm.templates import Piece
+from aclm.base.data import TaggedSentence
+from aclm.steps.generation import Job, build_jobs, decode_keeping_labels, nearest_neighbours, plan_partners, screen
+from aclm.steps.postprocess import filter_augmentations, similarity
+from aclm.steps.screening import zero_counts
+from aclm.steps.templates import Piece
 
 
 def mixner(mode, **kw):
@@ -40,8 +40,8 @@ def test_code_mode_with_fewer_rounds_than_mixed_rounds_mixes_every_round_from_th
 
 
 def test_templates_are_cut_only_at_the_generators_limit_and_counted(tiny_models):
-    from aclm.generation import input_limit, truncated_jobs
-    from aclm.finetuning import load_generator
+    from aclm.steps.finetuning import load_generator
+    from aclm.steps.generation import input_limit, truncated_jobs
 
     model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
     limit = input_limit(model, tokenizer)
@@ -161,7 +161,7 @@ def test_entity_free_and_consistency_filters():
 
 
 def test_label_tokens_start_from_related_words(tiny_models):
-    from aclm.finetuning import add_label_tokens, label_words, load_generator
+    from aclm.steps.finetuning import add_label_tokens, label_words, load_generator
 
     assert label_words("b-per", {"PER": "person"}) == "person begin"
     assert label_words("I-CW", {"cw": "creative work"}) == "creative work inside"

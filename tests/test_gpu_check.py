@@ -11,7 +11,7 @@ import zipfile
 import pytest
 import torch
 
-from aclm.paths import PROJECT_ROOT
+from aclm.base.paths import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "gpu_check.py"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aclm.grid import (GRID_DIR, Cell, GridError, conflicts, expand, fragment_path, grid_names, load_grid,
+from aclm.tables.grid import (GRID_DIR, Cell, GridError, conflicts, expand, fragment_path, grid_names, load_grid,
                        makefile, run_cell, with_prerequisites)
 
 CROSS = "test_datasets=[multiconer/hi,multiconer/bn,multiconer/de,multiconer/zh]"
@@ -105,8 +105,8 @@ def test_grids_agree_on_shared_runs_and_a_clash_is_found():
 
 
 def test_cell_paths_are_the_run_layout_of_its_config():
-    from aclm.config import load_config
-    from aclm.layout import RunLayout
+    from aclm.base.config import load_config
+    from aclm.run.layout import RunLayout
 
     for method in ("gold_only", "aclm"):
         cell = Cell("tiny", "multiconer/en", 200, method, 3, "some/runs")
@@ -204,7 +204,7 @@ def test_run_cell_fails_when_the_result_is_not_where_the_grid_expects(tmp_path):
 def test_a_stopped_cell_stops_its_run_and_leaves_no_scratch_folder(tmp_path):
     """SIGTERM to the cell wrapper (make, Slurm, kill) reaches the run, whose half-written stage folder goes."""
     cell, ready = tmp_path / "cell", tmp_path / "ready"
-    stage = ("import pathlib, time\nfrom aclm.cli import main_guard\nfrom aclm.io import atomic_dir\n"
+    stage = ("import pathlib, time\nfrom aclm.run.cli import main_guard\nfrom aclm.base.io import atomic_dir\n"
              "def main():\n"
              f"    with atomic_dir({str(cell / 's4_generator')!r}) as tmp:\n"
              "        (tmp / 'model.safetensors').write_text('half')\n"
@@ -212,7 +212,7 @@ def test_a_stopped_cell_stops_its_run_and_leaves_no_scratch_folder(tmp_path):
              "        time.sleep(120)\n"
              "main_guard(main)\n")
     run = fake_python(tmp_path, f'exec {sys.executable} -c "$STAGE"')
-    wrapper = ("import sys\nfrom aclm.grid import run_cell\nfrom aclm.runtime import exit_on_sigterm\n"
+    wrapper = ("import sys\nfrom aclm.tables.grid import run_cell\nfrom aclm.base.runtime import exit_on_sigterm\n"
                f"exit_on_sigterm()\nsys.exit(run_cell({str(cell / 's7_eval' / 'result.json')!r}, [], python={run!r}))\n")
     env = {**os.environ, "STAGE": stage, "PYTHONPATH": str(GRID_DIR.parent.parent)}
     proc = subprocess.Popen([sys.executable, "-c", wrapper], env=env)

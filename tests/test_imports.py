@@ -179,10 +179,10 @@ def test_no_import_cycles():
 
 def test_the_graph_sees_imports_inside_functions_and_scripts():
     graph, where = import_graph()
-    assert "aclm.perplexity" in graph["aclm.report"]                  # imported inside a method, lazily
-    assert any("inside PerplexityCache.__call__" in w for w in where[("aclm.report", "aclm.perplexity")])
-    assert "aclm.pipeline" in graph["aclm.methods"]                   # `from aclm import pipeline`
-    assert "aclm.methods" in graph["scripts.run_method"]
+    assert "aclm.tables.perplexity" in graph["aclm.tables.report"]                  # imported inside a method, lazily
+    assert any("inside PerplexityCache.__call__" in w for w in where[("aclm.tables.report", "aclm.tables.perplexity")])
+    assert "aclm.run.pipeline" in graph["aclm.run.chain"]                   # `from aclm import pipeline`
+    assert "aclm.run.chain" in graph["scripts.run_method"]
     assert not any(m.startswith("scripts.") for targets in graph.values() for m in targets)
 
 
@@ -201,12 +201,12 @@ def test_cycle_finder_on_hand_made_graphs(graph, expected):
 def test_cycle_finder_sees_a_cycle_closed_inside_a_function(tmp_path):
     # the shape of the config <-> datasets cycle: one side imports the other inside a function
     for name, text in {"aclm/__init__.py": "",
-                       "aclm/config.py": "def validate():\n    from aclm.datasets import registry\n",
-                       "aclm/datasets.py": "from aclm.config import CONFIG_DIR\n",
-                       "baselines/__init__.py": "", "melm/__init__.py": "", "scripts/run.py": "import aclm.config\n"
+                       "aclm/base/config.py": "def validate():\n    from aclm.base.datasets import registry\n",
+                       "aclm/base/datasets.py": "from aclm.base.config import CONFIG_DIR\n",
+                       "baselines/__init__.py": "", "melm/__init__.py": "", "scripts/run.py": "import aclm.base.config\n"
                        }.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     graph, where = import_graph(tmp_path)
-    assert find_cycles(graph) == [["aclm.config", "aclm.datasets", "aclm.config"]]
+    assert find_cycles(graph) == [["aclm.base.config", "aclm.base.datasets", "aclm.base.config"]]
     assert "inside validate" in describe(find_cycles(graph)[0], where)

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 
-from aclm.data import read_conll
-from aclm.experiment import gold_data
-from aclm.io import read_json
-from aclm.layout import RunLayout
-from aclm.methods import result_dir
-from aclm.splits import type_shares
+from aclm.base.data import read_conll
+from aclm.base.io import read_json
+from aclm.base.splits import type_shares
+from aclm.run.chain import result_dir
+from aclm.run.experiment import gold_data
+from aclm.run.layout import RunLayout
 
 
 def test_make_splits_on_multiconer_en(shared_data, tmp_path):

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from aclm.config import load_config
-from aclm.layout import RESULT, RunLayout
-from aclm.ner import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
-from aclm.paths import PROJECT_ROOT
-from aclm.stages import STAMP
+from aclm.base.config import load_config
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run.layout import RESULT, RunLayout
+from aclm.run.stages import STAMP
+from aclm.run.tagger import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
 
 #: tiny's sample, with S1 short (60 gold sentences) and S7 long enough to stop mid-way (its ~6x more data)
 SETTING = ["profile=tiny", "ner.epochs=10", "generator.epochs=3", "generation.rounds=2"]
@@ -148,8 +148,8 @@ def test_stop_reason_names_how_training_ended_and_refuses_an_interruption(tmp_pa
 
 
 def test_a_finished_stage_records_its_epochs_and_why_it_stopped(fast, tmp_path):
-    from aclm.methods import run_method
-    from aclm.io import read_json
+    from aclm.base.io import read_json
+    from aclm.run.chain import run_method
 
     cfg = fast(tmp_path)
     done = run_method(cfg)

@@ -10,9 +10,9 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaModel
 
-from aclm import keywords as kw
-from aclm.config import KeywordConfig
-from aclm.data import TaggedSentence
+from aclm.base.config import KeywordConfig
+from aclm.base.data import TaggedSentence
+from aclm.steps import keywords as kw
 
 # --------------------------------------------------------------------------- sub-words to words
 

@@ -3,8 +3,8 @@ from collections import Counter
 
 import pytest
 
-from aclm.data import TaggedSentence
-from aclm.screening import zero_counts
+from aclm.base.data import TaggedSentence
+from aclm.steps.screening import zero_counts
 from baselines.lwtr import augment, replace, token_distribution
 
 # Each label has its own words, so a token that crossed labels would be visible.

@@ -5,13 +5,13 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from aclm.augmentation import Gold
-from aclm.config import load_config
-from aclm.data import TaggedSentence, entity_types, read_conll
-from aclm.paths import PROJECT_ROOT
-from aclm.screening import MalformedGeneration, zero_counts
-from aclm.templates import label_tokens
-from aclm.tiny_models import build_tiny_models
+from aclm.base.augmentation import Gold
+from aclm.base.config import load_config
+from aclm.base.data import TaggedSentence, entity_types, read_conll
+from aclm.base.paths import PROJECT_ROOT
+from aclm.builders.tiny_models import build_tiny_models
+from aclm.steps.screening import MalformedGeneration, zero_counts
+from aclm.steps.templates import label_tokens
 from melm.augment import augment
 from melm.codemix import code_mix, load_code_mix_pool, nearest_same_type
 from melm.encoding import Seed, encode, load_mlm, melm_words

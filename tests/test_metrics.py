@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from aclm.metrics import evaluate_tags
+from aclm.base.metrics import evaluate_tags
 
 
 def test_perfect_and_empty_prediction():

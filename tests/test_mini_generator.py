@@ -1,4 +1,4 @@
-"""The mini profile's generator knows language (make mini-generator; aclm/pretraining.py).
+"""The mini profile's generator knows language (make mini-generator; aclm/builders/pretraining.py).
 
 S4 fine-tunes it, with the mini profile's settings, on templates of the authors'
 released en-100 sample (the released rule's random keywords, S3's skeletons);
@@ -27,12 +27,12 @@ import torch
 
 from conftest import all_threads
 
-from aclm.config import load_config
-from aclm.data import TaggedSentence, read_conll
-from aclm.generation import build_jobs, decode_jobs
-from aclm.finetuning import finetune, language_code, load_generator
-from aclm.keywords import select_random_released
-from aclm.templates import MalformedGeneration, label_tokens, linearize, parse_generation, skeleton
+from aclm.base.config import load_config
+from aclm.base.data import TaggedSentence, read_conll
+from aclm.steps.finetuning import finetune, language_code, load_generator
+from aclm.steps.generation import build_jobs, decode_jobs
+from aclm.steps.keywords import select_random_released
+from aclm.steps.templates import MalformedGeneration, label_tokens, linearize, parse_generation, skeleton
 
 TYPES = ["CORP", "CW", "GRP", "LOC", "PER", "PROD"]
 ROUNDS = 5                                 # the paper's R

@@ -3,12 +3,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from aclm.augmentation import Gold
-from aclm.config import load_config
-from aclm.data import TaggedSentence, read_conll
-from aclm.paths import PROJECT_ROOT
-from aclm.screening import COUNT_KEYS, zero_counts
-from aclm.tiny_models import build_tiny_models
+from aclm.base.augmentation import Gold
+from aclm.base.config import load_config
+from aclm.base.data import TaggedSentence, read_conll
+from aclm.base.paths import PROJECT_ROOT
+from aclm.builders.tiny_models import build_tiny_models
+from aclm.steps.screening import COUNT_KEYS, zero_counts
 from baselines.mulda import augment, decode, sample, screen, setup, split_output, training_pair
 
 MBART = PROJECT_ROOT / "models" / "tiny" / "mbart-large-50"
@@ -54,8 +54,8 @@ def test_tag_tokens_start_from_their_type_and_position_words():
 
 
 def test_mulda_reads_its_own_config_section():
-    from aclm import registry
-    from aclm.stages import hashed, view
+    from aclm.base import registry
+    from aclm.run.stages import hashed, view
 
     keys = ("method", "dataset", "seed", *registry.get("mulda").reads)
     cfg = load_config(["profile=tiny", "method=mulda"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin, TrainingInterrupt
 
-from aclm.config import load_config
-from aclm.ner import EarlyStopping, build_tagger, schedule_plugins
+from aclm.base.config import load_config
+from aclm.run.tagger import EarlyStopping, build_tagger, schedule_plugins
 
 
 def test_schedules_follow_the_config(tmp_path):
@@ -40,9 +40,9 @@ def test_mixed_precision_follows_ner_use_amp(monkeypatch):
     import flair
     import torch
 
-    from aclm.config import ConfigError
-    from aclm.ner import amp
-    from aclm.stages import hashed, view
+    from aclm.base.config import ConfigError
+    from aclm.run.stages import hashed, view
+    from aclm.run.tagger import amp
 
     ner = load_config().ner
     assert ner.use_amp == "auto" and load_config(["profile=reference_code"]).ner.use_amp is False

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from aclm.paths import PROJECT_ROOT
-from aclm.perplexity import perplexity, token_nlls
+from aclm.base.paths import PROJECT_ROOT
+from aclm.tables.perplexity import perplexity, token_nlls
 
 TEXTS = ["the sun rises over the river bank", "john smith", "",
          "lionel logue was an australian speech therapist", "paris", "a b c d e f g h i j k l"]
@@ -18,7 +18,7 @@ def gpt2(tmp_path_factory) -> str:
     shipped = PROJECT_ROOT / "models" / "tiny" / "gpt2"
     if shipped.exists():
         return str(shipped)
-    from aclm.tiny_models import build_tiny_models
+    from aclm.builders.tiny_models import build_tiny_models
 
     out = tmp_path_factory.mktemp("tiny")
     build_tiny_models(out, seed=0)

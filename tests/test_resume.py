@@ -1,7 +1,7 @@
 """A killed run, resumed, ends with the same bytes as a run that was never interrupted.
 
 Every stage builds its directory in a scratch folder (``.<stage>.<random>.tmp``
-beside it, see ``aclm.io.atomic_dir``) and renames it into place when done, so a
+beside it, see ``aclm.base.io.atomic_dir``) and renames it into place when done, so a
 run killed at any point leaves only whole stages behind, and the next run
 redoes the killed stage from scratch.  The test runs ACLM on the bundled sample
 with the tiny models twice: once straight through, and once killed (SIGKILL)
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from aclm.config import load_config
-from aclm.io import read_json
-from aclm.layout import RunLayout
-from aclm.paths import PROJECT_ROOT
-from aclm.stages import STAMP
+from aclm.base.config import load_config
+from aclm.base.io import read_json
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run.layout import RunLayout
+from aclm.run.stages import STAMP
 from conftest import FAST
 
 KILLED_IN = ("s1_ner", "s4_generator", "s5_generate", "s7_ner")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from aclm import generation as aclm_generation
-from aclm.config import DAGAConfig
-from aclm.data import TaggedSentence
-from aclm.screening import COUNT_KEYS, REASONS, STATUSES, MalformedGeneration, screen, zero_counts
-from aclm.templates import parse_generation
+from aclm.base.config import DAGAConfig
+from aclm.base.data import TaggedSentence
+from aclm.steps import generation as aclm_generation
+from aclm.steps.screening import COUNT_KEYS, REASONS, STATUSES, MalformedGeneration, screen, zero_counts
+from aclm.steps.templates import parse_generation
 from baselines import daga, lwtr, mulda
 from melm import generation as melm_generation
 from melm.encoding import Seed

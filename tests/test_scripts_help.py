@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from aclm.paths import PROJECT_ROOT
+from aclm.base.paths import PROJECT_ROOT
 
 SCRIPTS = sorted((PROJECT_ROOT / "scripts").glob("*.py"))
 

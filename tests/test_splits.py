@@ -2,8 +2,8 @@
 
 import pytest
 
-from aclm.data import TaggedSentence
-from aclm.splits import sample, stratified_indices, type_shares
+from aclm.base.data import TaggedSentence
+from aclm.base.splits import sample, stratified_indices, type_shares
 
 
 def toy_corpus():

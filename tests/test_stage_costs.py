@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from aclm.paths import PROJECT_ROOT
+from aclm.base.paths import PROJECT_ROOT
 from conftest import FAST
 
 

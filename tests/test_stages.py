@@ -2,8 +2,8 @@
 
 import pytest
 
-from aclm.io import read_json
-from aclm.stages import STAMP, Pruned, planning, prune, pruned_files, run_stage
+from aclm.base.io import read_json
+from aclm.run.stages import STAMP, Pruned, planning, prune, pruned_files, run_stage
 
 
 def writer(calls, text="x"):

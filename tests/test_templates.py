@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from aclm.data import TaggedSentence
-from aclm.screening import REASONS, MalformedGeneration
-from aclm.templates import (
+from aclm.base.data import TaggedSentence
+from aclm.steps.screening import REASONS, MalformedGeneration
+from aclm.steps.templates import (
     Piece,
     dynamic_mask,
     keyword_mask_share,

@@ -1,11 +1,11 @@
-"""The one token-adding helper (aclm.tokens.add_tokens), on hand-computed embeddings."""
+"""The one token-adding helper (aclm.base.tokens.add_tokens), on hand-computed embeddings."""
 
 from __future__ import annotations
 
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from aclm.tokens import add_tokens
+from aclm.base.tokens import add_tokens
 
 
 class WordTokenizer:

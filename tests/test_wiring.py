@@ -11,13 +11,14 @@ import sys
 import pytest
 from omegaconf.errors import ConfigAttributeError
 
-from aclm import layout, registry
-from aclm.grid import Cell
-from aclm.io import read_json
-from aclm.layout import RunLayout
-from aclm.methods import run_method
-from aclm.paths import PROJECT_ROOT
-from aclm.stages import STAMP, stage
+from aclm.base import registry
+from aclm.base.io import read_json
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run import layout
+from aclm.run.chain import run_method
+from aclm.run.layout import RunLayout
+from aclm.run.stages import STAMP, stage
+from aclm.tables.grid import Cell
 from conftest import FAST
 
 
@@ -98,7 +99,7 @@ def test_a_grid_cell_is_done_only_when_its_chain_is_current(fast, tmp_path, samp
 
 
 TOY_MODULE = '''
-from aclm.augmentation import kept_row
+from aclm.base.augmentation import kept_row
 
 
 def augment(c, gold):
@@ -135,7 +136,7 @@ def test_the_method_table_lists_every_method():
 
 def test_every_methods_augmenter_and_file_list_load_offline():
     """The method table names functions by ``module:function``: each must import and be callable."""
-    from aclm import registry
+    from aclm.base import registry
 
     augmenting = [m for m in registry.METHODS.values() if m.generation == "augment"]
     assert {m.name for m in augmenting} >= {"lwtr", "daga", "mulda", "melm", "wikineural"}
@@ -145,7 +146,7 @@ def test_every_methods_augmenter_and_file_list_load_offline():
 
 
 def test_a_duplicate_method_name_is_refused():
-    from aclm import registry
+    from aclm.base import registry
 
     with pytest.raises(ValueError, match="registered already"):
         registry.register(registry.Method("lwtr", "another LwTR", "none"))

@@ -1,0 +1,291 @@
+"""The dataset registry: names such as ``multiconer/en`` mapped to local files.
+
+Entries live in ``configs/datasets.yaml``.  Files are read from the data
+directory (config ``data_dir``, default ``$ACLM_DATA_DIR``); an entry with
+``hf`` coordinates falls back to the Hugging Face hub when its files are
+absent, the only code path in the project that needs a network.
+
+A name the registry does not know may be a folder (absolute, or relative to
+the working directory or the project root) that holds the splits as
+``train``, ``dev`` (or ``val``, ``valid``, ``validation``) and ``test``, each
+``.conll``, ``.conllu``, ``.tsv`` or ``.txt`` (:data:`FOLDER_SPLITS`,
+:data:`FOLDER_EXTENSIONS`).  Its entry is built on the fly: columns detected
+by the reader (``format: auto``), dev carved out of train when absent, and
+the language given by the run's ``language=`` or else detected from the
+training text (:func:`detect_language`, logged with its evidence).  Its runs
+live under ``local/<folder>-<hash>`` (:attr:`DatasetSpec.run_name`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from aclm.base.data import DataError, TaggedSentence, normalise_tags, read_conll
+from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
+
+ROOTS = ("data", "project", "absolute")
+#: The file names a dataset folder may use for each split, each with one of FOLDER_EXTENSIONS.
+FOLDER_SPLITS = {"train": ("train",), "dev": ("dev", "val", "valid", "validation"), "test": ("test",)}
+FOLDER_EXTENSIONS = (".conll", ".conllu", ".tsv", ".txt")
+#: Where a folder's runs live in the run tree: ``local/<folder name>-<hash of its absolute path>``.
+LOCAL_RUN_PREFIX = "local"
+
+log = logging.getLogger("aclm.base.datasets")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    language: str
+    train: Optional[str] = None
+    dev: Optional[str] = None
+    test: Optional[str] = None
+    format: str = "auto"
+    root: str = "data"                   # data | project | absolute (paths as they are: a dataset folder's)
+    samples: dict = field(default_factory=dict)
+    hf: Optional[dict] = None
+    union: list = field(default_factory=list)   # member datasets (the multilingual setting)
+    empty_token: Optional[str] = None           # stand-in for empty tokens (else they are an error)
+    run_name: Optional[str] = None              # its directory in the run tree (default: the name)
+    obtain: Optional[str] = None                # where users get files the data folder does not ship
+    types: Optional[list] = None                # the entity types it declares (the data check holds files to them)
+
+    def __post_init__(self) -> None:
+        if self.root not in ROOTS:
+            raise TypeError(f"root {self.root!r} is not one of {ROOTS}")
+        if self.run_name is None:
+            object.__setattr__(self, "run_name", self.name)
+
+    def path(self, rel: str, data_dir: str | Path) -> Path:
+        if self.root == "absolute":
+            return Path(rel)
+        base = PROJECT_ROOT if self.root == "project" else Path(data_dir)
+        return base / rel
+
+
+@lru_cache(maxsize=None)
+def registry(path: str | Path = CONFIG_DIR / "datasets.yaml") -> dict[str, DatasetSpec]:
+    entries = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    specs = {}
+    for name, entry in entries.items():
+        try:
+            specs[name] = DatasetSpec(name=name, **entry)
+        except TypeError as err:
+            raise DataError(f"{path}: dataset {name!r}: {err}") from None
+    return specs
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The registry's entry for ``name``, or the entry of the dataset folder it names."""
+    specs = registry()
+    if name in specs:
+        return specs[name]
+    problem = dataset_error(name)
+    if problem:
+        raise KeyError(problem)
+    folder = find_folder(name)
+    return folder_spec(name, folder, _LANGUAGES.get(folder))
+
+
+def is_known(name: str) -> bool:
+    """Whether ``name`` is a registered dataset or a folder holding at least a train file."""
+    return dataset_error(name) is None
+
+
+def dataset_error(name: str) -> str | None:
+    """Why ``name`` names no usable dataset, or None when it does (a clear message for the user)."""
+    specs = registry()
+    if name in specs:
+        return None
+    folder = find_folder(name)
+    if folder is None:
+        path = Path(name).expanduser()
+        where = [str(path)] if path.is_absolute() else list(dict.fromkeys(str(base / path)
+                                                                          for base in (Path.cwd(), PROJECT_ROOT)))
+        return (f"unknown dataset {name!r}: not in {CONFIG_DIR / 'datasets.yaml'} (known: {', '.join(sorted(specs))}) "
+                f"and no folder {' or '.join(where)}; give a registered name or a folder holding {_expected('train')}")
+    try:
+        files = folder_files(folder)
+    except DataError as err:
+        return str(err)
+    if files["train"] is None:
+        found = sorted(p.name for p in folder.iterdir())[:20]
+        return (f"dataset folder {folder} holds no training file: expected {_expected('train')} "
+                f"(and optionally dev, test); found: {', '.join(found) or 'nothing'}")
+    return None
+
+
+def _expected(split: str) -> str:
+    names = [f"{stem}{ext}" for stem in FOLDER_SPLITS[split] for ext in FOLDER_EXTENSIONS]
+    return f"{names[0]} (or {', '.join(names[1:])})"
+
+
+def find_folder(name: str) -> Path | None:
+    """The directory ``name`` names (absolute, or relative to the working directory, then the project root)."""
+    path = Path(name).expanduser()
+    for candidate in [path] if path.is_absolute() else [Path.cwd() / path, PROJECT_ROOT / path]:
+        if candidate.is_dir():
+            return candidate.resolve()
+    return None
+
+
+def folder_files(folder: Path) -> dict[str, Path | None]:
+    """Each split's file in a dataset folder (None when absent); two candidates for one split are an error."""
+    files: dict[str, Path | None] = {}
+    for split, stems in FOLDER_SPLITS.items():
+        found = [folder / f"{stem}{ext}" for stem in stems for ext in FOLDER_EXTENSIONS
+                 if (folder / f"{stem}{ext}").is_file()]
+        if len(found) > 1:
+            raise DataError(f"dataset folder {folder} has several {split} files ({', '.join(p.name for p in found)}); "
+                            f"keep one")
+        files[split] = found[0] if found else None
+    return files
+
+
+def local_run_name(folder: Path) -> str:
+    """``local/<folder name>-<8 hex digits of its absolute path>``: a safe relative path, one per folder."""
+    folder = folder.resolve()
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", folder.name).strip("._") or "data"
+    return f"{LOCAL_RUN_PREFIX}/{stem}-{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
+
+
+def run_name(name: str) -> str:
+    """A dataset's directory in the run tree, without reading its files: the registered name, else
+    ``local/<folder>-<hash>`` for a folder (an absolute or ``..`` path must never be joined to the run dir)."""
+    specs = registry()
+    if name in specs:
+        return specs[name].run_name
+    folder = find_folder(name)
+    return local_run_name(folder) if folder is not None else name
+
+
+#: The language the run's config gives a dataset folder (``language=``), by folder.
+_LANGUAGES: dict[Path, str] = {}
+
+
+def set_language(name: str, language: str | None) -> None:
+    """Record the config's ``language`` for dataset ``name`` (None: its own, detected for a folder).
+
+    A registered dataset has its language in the registry; naming another one is an error.
+    """
+    if language is not None and not re.fullmatch(r"[a-z]{2,3}", language):
+        raise ValueError(f"language={language!r}: give an ISO 639-1 code such as en, de, zh")
+    specs = registry()
+    if name in specs:
+        if language is not None and language != specs[name].language:
+            raise ValueError(f"language={language!r} is for dataset folders; {name} is registered as "
+                             f"{specs[name].language!r} ({CONFIG_DIR / 'datasets.yaml'})")
+        return
+    folder = find_folder(name)
+    if folder is None:
+        return
+    if language is None:
+        _LANGUAGES.pop(folder, None)
+    else:
+        _LANGUAGES[folder] = language
+
+
+@lru_cache(maxsize=None)
+def folder_spec(name: str, folder: Path, language: str | None = None) -> DatasetSpec:
+    """The entry of a dataset folder: its files as they are, columns detected, the language given or detected."""
+    files = folder_files(folder)
+    if files["train"] is None:
+        raise KeyError(dataset_error(name))
+    if language is None:
+        language = detect_language(files["train"])
+    else:
+        log.info("dataset folder %s: language %r (as given by language=)", folder, language)
+    return DatasetSpec(name=name, language=language, root="absolute", format="auto",
+                       **{split: str(path) if path else None for split, path in files.items()},
+                       run_name=local_run_name(folder))
+
+
+def detect_language(path: Path, max_words: int = 20_000) -> str:
+    """The language whose stop words (``stopwordsiso``) make up the largest share of the file's words.
+
+    Words are the tokens with a letter (punctuation and numbers say nothing),
+    lower-cased, the first ``max_words`` of the file.  The choice and the
+    runner-up shares are logged; text with (almost) no stop words of any
+    language is an error asking for ``language=``.
+    """
+    import stopwordsiso
+
+    words: Counter = Counter()
+    for sentence in read_conll(path):
+        words.update(t.lower() for t in sentence.tokens if any(c.isalpha() for c in t))
+        if sum(words.values()) >= max_words:
+            break
+    total = sum(words.values())
+    shares = {}
+    for language in sorted(stopwordsiso.langs()):
+        stop = {w.lower() for w in stopwordsiso.stopwords(language)}
+        shares[language] = sum(n for w, n in words.items() if w in stop) / total if total else 0.0
+    ranked = sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
+    (best, share), runners = ranked[0], ranked[1:4]
+    evidence = (f"stop words of {best!r} are {share:.1%} of its {total} words; next "
+                + ", ".join(f"{lang} {value:.1%}" for lang, value in runners))
+    if share < 0.01:
+        raise DataError(f"{path}: cannot tell its language ({evidence}); set it with language=<ISO 639-1 code>")
+    log.info("dataset folder %s: language %r detected from %s (%s); set language=<code> to override",
+             path.parent, best, path.name, evidence)
+    return best
+
+
+def resolve_data_dir(data_dir: str | None) -> Path:
+    return Path(data_dir or os.environ.get("ACLM_DATA_DIR") or PROJECT_ROOT / "data")
+
+
+def require_split(name: str, split: str) -> str:
+    """The file of a split a run cannot do without (``test``: runs are scored on it), or a clear DataError."""
+    rel = getattr(get_spec(name), split)
+    if rel is not None:
+        return rel
+    if name in registry():
+        raise DataError(f"dataset {name!r} has no {split} split ({CONFIG_DIR / 'datasets.yaml'})")
+    raise DataError(f"dataset folder {find_folder(name)} has no {split} file, and runs are evaluated on one: "
+                    f"add {_expected(split)}")
+
+
+def load_split(name: str, split: str, data_dir: str | Path | None = None) -> list[TaggedSentence] | None:
+    """Sentences of one split, or None when the entry has no such split.
+
+    A dataset folder without a test file is an error (the runs are scored on
+    it) that says which file names it looked for; one without dev gives None
+    (carved out of train).
+    """
+    spec = get_spec(name)
+    if split == "test" and name not in registry():
+        require_split(name, "test")
+    rel = spec.samples.get(split) if isinstance(split, int) else getattr(spec, split)
+    if rel is None:
+        return None
+    path = spec.path(rel, resolve_data_dir(str(data_dir) if data_dir else None))
+    if path.exists():
+        return read_conll(path, spec.format, spec.empty_token)
+    if spec.hf and not isinstance(split, int):
+        return load_from_hub(spec, split)
+    where = f"; {name} is not shipped: {spec.obtain}" if spec.obtain else ""
+    raise FileNotFoundError(f"{path} not found for dataset {name!r} split {split!r}: "
+                            f"set data_dir (or ACLM_DATA_DIR) to the folder that holds it{where}")
+
+
+def load_from_hub(spec: DatasetSpec, split: str) -> list[TaggedSentence]:
+    """Load a split with ``datasets`` and map tag ids to names."""
+    import datasets
+
+    hf_split = (spec.hf.get("splits") or {}).get(split, {"dev": "validation"}.get(split, split))
+    ds = datasets.load_dataset(spec.hf["path"], spec.hf.get("name"), split=hf_split)
+    names = ds.features["ner_tags"].feature.names
+    return [TaggedSentence(list(row["tokens"]), normalise_tags([names[i] for i in row["ner_tags"]]),
+                           {"source": f"hf:{spec.hf['path']}:{hf_split}:{k}"})
+            for k, row in enumerate(ds)]

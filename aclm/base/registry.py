@@ -1,0 +1,108 @@
+"""The method table: one entry per method, the one place that says what a method is.
+
+An entry names how the method generates (``none``: Gold-only; ``aclm``: the
+keyword, template, generator and generation stages S2-S5; ``augment``: one
+stage running a function ``augment(cfg, gold) -> (rows, counts)``), the
+config keys that stage reads (they alone reach it and are fingerprinted),
+and the methods of the same setting it needs first (WikiNEuRal adds as many
+silver sentences as ACLM added).  The CLI's choices, the chain of stages
+(:func:`aclm.run.chain.run_method`), the grids' prerequisites and phases all
+read it.
+
+Adding a method: a module with its ``augment`` function, an entry below
+(or :func:`register`), and ``configs/methods/<name>.yaml`` with its settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from aclm.base.paths import CONFIG_DIR
+
+GENERATIONS = ("none", "aclm", "augment")
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    summary: str
+    generation: str                     # none | aclm | augment
+    reads: tuple[str, ...] = ()         # config keys an augment stage reads (besides seed)
+    augment: str = ""                   # "module:function" for generation="augment"
+    needs: tuple[str, ...] = ()         # methods of the same setting that must run first
+    files: str = ""                     # "module:function" naming raw files it reads (hashed by content)
+    config_file: Optional[Path] = None  # its YAML (default configs/methods/<name>.yaml)
+    generator: str = ""                 # the config section naming its pretrained generator (``model``)
+    decoding: str = ""                  # the config section of its sampler's settings (``constrained``)
+
+    def __post_init__(self) -> None:
+        if self.generation not in GENERATIONS:
+            raise ValueError(f"method {self.name!r}: generation must be one of {GENERATIONS}")
+        if (self.generation == "augment") != bool(self.augment):
+            raise ValueError(f"method {self.name!r}: an augment function goes with generation='augment' only")
+
+    @property
+    def yaml(self) -> Path:
+        return self.config_file or CONFIG_DIR / "methods" / f"{self.name}.yaml"
+
+    @property
+    def phase(self) -> int:
+        """0: S1 (Gold-only); 1: methods that need only S1; one more per method needed first."""
+        if self.generation == "none":
+            return 0
+        return 1 + max((get(n).phase for n in self.needs), default=0)
+
+    def augmenter(self) -> Callable:
+        return _load(self.augment)
+
+    def input_files(self) -> Optional[Callable]:
+        return _load(self.files) if self.files else None
+
+
+def _load(target: str) -> Callable:
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    """Add a method to the table; a name already there is an error (one name, one method)."""
+    if method.name in METHODS:
+        raise ValueError(f"method {method.name!r} is registered already ({METHODS[method.name].summary})")
+    METHODS[method.name] = method
+    return method
+
+
+def get(name: str) -> Method:
+    if name not in METHODS:
+        raise KeyError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+for _method in (
+    Method("gold_only", "S1 tagger on the gold sample", "none"),
+    Method("aclm", "attention keywords, selective masking, mBART-50, mixner", "aclm",
+           generator="generator", decoding="generation"),
+    Method("aclm_random", "ACLM with random keywords (a matched control)", "aclm",
+           generator="generator", decoding="generation"),
+    Method("aclm_only_entity", "ACLM with no keywords: templates keep the entities only", "aclm",
+           generator="generator", decoding="generation"),
+    Method("lwtr", "label-wise token replacement", "augment", ("lwtr", "generation.rounds"),
+           "baselines.lwtr:augment_gold"),
+    Method("daga", "LSTM language model over tag-before-token sentences", "augment",
+           ("daga", "generation.rounds"), "baselines.daga:augment_gold", decoding="daga"),
+    Method("mulda", "mBART-50 as the language model of DAGA's linearization", "augment", ("mulda",),
+           "baselines.mulda:augment", generator="mulda", decoding="mulda"),
+    Method("melm", "masked entity language modelling (XLM-R), consistency filter", "augment",
+           ("melm", "generator.label_token_init", "generation.mixner.embedder", "generation.mixner.batch_size"),
+           "melm.augment:augment", files="melm.augment:code_mix_files"),
+    Method("wikineural", "gold + as many WikiNEuRal silver sentences as ACLM added", "augment",
+           ("generation.rounds",), "baselines.wikineural:augment", needs=("aclm",),
+           files="baselines.wikineural:silver_files"),
+):
+    register(_method)

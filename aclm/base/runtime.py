@@ -1,0 +1,136 @@
+"""Seeds, devices, logging and the facts every run JSON records."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import random
+import signal
+import sys
+import threading
+import time
+import warnings
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Iterator
+
+import numpy as np
+import psutil
+import torch
+
+log = logging.getLogger("aclm")
+
+_LIBRARIES = ("torch", "transformers", "flair", "sentence-transformers", "seqeval",
+              "scikit-multilearn", "datasets", "numpy")
+
+
+#: Library warnings about the libraries' own internals: nothing a user of this project can act on.
+_LIBRARY_NOISE = (
+    dict(category=FutureWarning),
+    dict(category=DeprecationWarning),
+    dict(message=".*'pin_memory' argument is set as true but no accelerator is found.*"),
+    dict(message="mtime may not be reliable on this filesystem"),    # the Trainer, at every checkpoint it rotates
+)
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    """Our log lines with a time stamp; libraries' warnings and notices only when they are errors."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    for noise in _LIBRARY_NOISE:
+        warnings.filterwarnings("ignore", **noise)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM (``kill``, make or Slurm stopping a job) into ``SystemExit``.
+
+    Python's default for SIGTERM ends the process without unwinding, so a
+    killed stage left its half-written scratch folder behind; as an exception,
+    every ``finally`` (:func:`aclm.base.io.atomic_dir`'s clean-up among them) runs.
+    """
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def select_device(name: str = "auto") -> torch.device:
+    """Resolve ``auto`` and, on a GPU, allow TF32 matmuls (no effect on our results' precision needs)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    import flair
+
+    flair.device = device
+    return device
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+class Timings(dict):
+    """Seconds per named step, filled by ``with timings.step("name"):``."""
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        log.info("%s: started", name)
+        try:
+            yield
+        finally:
+            self[name] = round(time.perf_counter() - start, 3)
+            log.info("%s: %.1f s", name, self[name])
+
+
+class PeakMemory:
+    """The peak resident memory of this process (sampled) and CUDA's peak allocation, over a ``with`` block.
+
+    RSS is sampled every ``interval`` seconds by a thread (a stage's peak between
+    two samples can be missed); the CUDA figure is exact.
+    """
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.rss_mb = 0.0
+        self.cuda_mb: float | None = None
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while True:
+            self.rss_mb = max(self.rss_mb, process.memory_info().rss / 2**20)
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> "PeakMemory":
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self.cuda_mb = torch.cuda.max_memory_allocated() / 2**20
+
+    def facts(self) -> dict:
+        return {"peak_rss_mb": round(self.rss_mb, 1),
+                **({"cuda_peak_mb": round(self.cuda_mb, 1)} if self.cuda_mb is not None else {})}

@@ -1,0 +1,85 @@
+"""The command-line shape every stage script shares.
+
+    python scripts/<stage>.py [--config FILE ...] [--force] [key=value ...]
+
+``key=value`` pairs override the YAML configuration (``profile=tiny``,
+``dataset=conll2003/en``, ``gold=200``, ``ner.epochs=5`` ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from aclm.base.config import ConfigError, load_config
+from aclm.base.data import DataError
+from aclm.base.runtime import exit_on_sigterm, setup_logging
+from aclm.run import layout
+from aclm.run.chain import run_method
+from aclm.run.tagger import NoLearning
+
+
+def stage_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="config overrides, e.g. profile=tiny dataset=multiconer/en gold=100 seed=1")
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="extra YAML file(s) merged after the profile and method")
+    parser.add_argument("--force", action="store_true", help="re-run even if the outputs are current")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tuple[argparse.Namespace, DictConfig]:
+    args = parser.parse_args(argv)
+    setup_logging()
+    try:
+        cfg = load_config(args.overrides, args.config)
+    except (ConfigError, KeyError) as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    if args.print_config:
+        print(OmegaConf.to_yaml(cfg, resolve=True))
+        sys.exit(0)
+    return args, cfg
+
+
+def main_guard(main: Callable[[], None]) -> None:
+    """Run a script's ``main``; turn expected user errors into one clear line and exit code 1.
+
+    A SIGTERM unwinds the script (:func:`aclm.base.runtime.exit_on_sigterm`) and so does Ctrl-C (exit 130): no
+    scratch folder and no stamp are left for the stage that was running.
+    """
+    exit_on_sigterm()
+    try:
+        main()
+    except (DataError, FileNotFoundError, ConfigError, NoLearning) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt as err:
+        detail = f" ({err})" if str(err) else ""
+        print(f"interrupted{detail}: the running stage was not stamped; a rerun resumes after the last "
+              f"finished stage", file=sys.stderr)
+        sys.exit(130)
+
+
+def stage_script(doc: str, stage_name: str, label: str) -> None:
+    """A stage script's main: run the method's chain up to ``stage_name`` (earlier stages when needed).
+
+    With ``stage_name=None`` the whole chain runs; ``--force`` re-runs the named stage (else the tagger's
+    training) and so everything after it.
+    """
+    def main() -> None:
+        args, cfg = parse(stage_parser(doc))
+        trained = layout.S1 if cfg.method == layout.GOLD_ONLY else layout.S7
+        done = run_method(cfg, until=stage_name, force=(stage_name or trained) if args.force else None)
+        if stage_name and stage_name not in done:
+            raise ConfigError(f"method {cfg.method!r} has no stage {stage_name} "
+                              f"(its chain: {', '.join(done)}); pick another method=")
+        out = done[stage_name] if stage_name else list(done.values())[-1]
+        print(f"{label}: {out}")
+
+    main_guard(main)

@@ -1,0 +1,99 @@
+"""Where a run's files live: the one description of the run directory.
+
+    <run_dir>/<profile>/<dataset>/gold<N>/seed<S>/
+        data/                  train.conll dev.conll languages.json   (S0, the gold sample)
+        s1_ner/                best-model.pt                          (S1, the gold tagger)
+        s1_eval/               result.json predictions/               (Gold-only's scores)
+        <method>[@<variant>]/  the method's own stages, then
+            s6_postprocess/    aug.conll gold+aug.conll report.json
+            s7_ner/            best-model.pt
+            s7_eval/           result.json predictions/
+
+ACLM's own stages are ``s2_keywords``, ``s3_templates``, ``s4_generator`` and
+``s5_generate``; every other augmentation method has one, ``augment``.  A
+sweep point (``variant``) gets a method directory of its own beside the
+method's and shares the setting's gold data and S1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Union
+
+from aclm.base.datasets import run_name
+
+DATA = "data"
+S1, S1_EVAL = "s1_ner", "s1_eval"
+S2, S3, S4, S5 = "s2_keywords", "s3_templates", "s4_generator", "s5_generate"
+AUGMENT = "augment"
+S6 = "s6_postprocess"
+S7, S7_EVAL = "s7_ner", "s7_eval"
+
+RESULT = "result.json"
+FAILED = "failed.json"
+MODEL = "best-model.pt"
+AUG, GOLD_AUG, REPORT = "aug.conll", "gold+aug.conll", "report.json"
+GENERATIONS = "generations.jsonl"
+GOLD_ONLY = "gold_only"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The directories of one run: a method on one setting (dataset, gold size, seed) of a profile."""
+
+    run_dir: str
+    profile: str
+    dataset: str
+    gold: Union[int, str]
+    seed: int
+    method: str = GOLD_ONLY
+    variant: str = ""
+
+    @classmethod
+    def of(cls, cfg) -> "RunLayout":
+        """The layout of a resolved config (anything with these attributes)."""
+        return cls(str(cfg.run_dir), cfg.profile, dataset_dir_name(cfg.dataset), cfg.gold, cfg.seed, cfg.method,
+                   cfg.variant)
+
+    @property
+    def root(self) -> Path:
+        return Path(self.run_dir) / self.profile / self.dataset / f"gold{self.gold}" / f"seed{self.seed}"
+
+    @property
+    def data(self) -> Path:
+        return self.root / DATA
+
+    @property
+    def s1(self) -> Path:
+        return self.root / S1
+
+    @property
+    def method_dir(self) -> Path:
+        name = f"{self.method}@{self.variant}" if self.variant else self.method
+        return self.root / name
+
+    def stage(self, name: str) -> Path:
+        """A setting-level stage (data, S1 and its evaluation) or one of the method's own."""
+        return self.root / name if name in (DATA, S1, S1_EVAL) else self.method_dir / name
+
+    @property
+    def result_path(self) -> Path:
+        return self.stage(S1_EVAL if self.method == GOLD_ONLY else S7_EVAL) / RESULT
+
+    @property
+    def failed_path(self) -> Path:
+        return self.result_path.parent / FAILED
+
+    @property
+    def aug_path(self) -> Path:
+        return self.stage(S6) / AUG
+
+    def of_method(self, method: str) -> "RunLayout":
+        """The same setting's run of another method (its plain run, no variant)."""
+        return replace(self, method=method, variant="")
+
+
+def dataset_dir_name(dataset: str) -> str:
+    """A dataset's directory name in the run tree: its registry name, or ``local/<folder>-<hash>`` for a folder."""
+    return run_name(dataset)

@@ -1,0 +1,197 @@
+"""The ACLM stages S2-S5 and the shared S6, each a declared stage (aclm.run.stages.stage).
+
+Each takes the directories of the stages it reads as arguments; the chain that
+calls them in order is :func:`aclm.run.chain.run_method`.
+
+    s2_keywords/     train.jsonl dev.jsonl  (keywords + attention scores)
+    s3_templates/    train.jsonl dev.jsonl  (skeletons, a sample template each)
+    s4_generator/    the fine-tuned mBART-50 (from_pretrained folder)
+    s5_generate/     generations.jsonl      (template, output, parse status)
+    s6_postprocess/  aug.conll gold+aug.conll report.json
+
+S6 is shared with the baselines: any stage that writes ``generations.jsonl``
+rows with ``status == "kept"``, ``tokens``, ``tags`` and ``sources`` (indices
+of the training sentences they came from) can feed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from aclm.base.config import model_path
+from aclm.base.data import TaggedSentence, read_conll, split_at_commas, write_conll
+from aclm.base.io import read_json, read_jsonl, write_json, write_jsonl
+from aclm.base.runtime import seed_everything, select_device
+from aclm.run import experiment as ex
+from aclm.run import layout
+from aclm.run.stages import STAMP, stage
+from aclm.steps import generation as gen
+from aclm.steps.diversity import diversity
+from aclm.steps.finetuning import finetune, language_code, load_generator
+from aclm.steps.keywords import NEEDS_ATTENTION, extract_keywords
+from aclm.steps.postprocess import filter_augmentations
+from aclm.steps.templates import Piece, dynamic_mask, label_tokens, linearize, render, skeleton
+
+log = logging.getLogger("aclm.run.pipeline")
+SPLITS = ("train", "dev")
+
+
+def gold(data: Path, split: str) -> list[TaggedSentence]:
+    return read_conll(data / f"{split}.conll")
+
+
+def generator_view(sentences: list[TaggedSentence], split_commas: bool) -> list[TaggedSentence]:
+    """The gold sentences S2-S5 work on: as they are, or with tokens split at commas (``keywords.split_commas``,
+    the released S2 reader; S1 and the gold part of S6's output keep the tokens as given)."""
+    return [split_at_commas(s) for s in sentences] if split_commas else sentences
+
+
+# --- S2 ----------------------------------------------------------------------------------
+
+@stage(layout.S2, reads=("keywords", "seed"), loads=(layout.S1,))
+def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
+    device = select_device(c.device)
+    model = tokenizer = None
+    if c.keywords.selection in NEEDS_ATTENTION:
+        tagger = ex.load_tagger(s1 / layout.MODEL)
+        model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
+    facts = {}
+    for split in SPLITS:
+        sentences = generator_view(gold(data, split), c.keywords.split_commas)
+        langs = ex.sentence_languages(data, split)
+        records: list[dict] = [{} for _ in sentences]
+        counts: Counter = Counter()
+        for lang in sorted(set(langs)):  # stop words are per language
+            index = [i for i, sentence_lang in enumerate(langs) if sentence_lang == lang]
+            _, found, found_counts = extract_keywords(model, tokenizer, [sentences[i] for i in index],
+                                                      c.keywords, lang, device, c.seed)
+            for i, record in zip(index, found):
+                records[i] = record
+            counts.update(found_counts)
+        write_jsonl(out / f"{split}.jsonl", [{"tokens": s.tokens, "tags": s.tags, **r}
+                                             for s, r in zip(sentences, records)])
+        facts[split] = dict(counts)
+    return facts
+
+
+# --- S3 ----------------------------------------------------------------------------------
+
+def pieces_to_json(pieces: list[Piece]) -> list[list[str]]:
+    return [[p.text, p.tag, p.role] for p in pieces]
+
+
+def pieces_from_json(rows: list[list[str]]) -> list[Piece]:
+    return [Piece(*row) for row in rows]
+
+
+def mask_token_of(model_name: str) -> str:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_path(model_name)).mask_token
+
+
+@stage(layout.S3, reads=("generator.model", "seed"))
+def templates_stage(c: DictConfig, out: Path, s2: Path) -> dict:
+    mask = mask_token_of(c.generator.model)
+    for split in SPLITS:
+        rows = []
+        for i, r in enumerate(read_jsonl(s2 / f"{split}.jsonl")):
+            pieces = skeleton(TaggedSentence(r["tokens"], r["tags"]), r["keywords"])
+            rows.append({"tokens": r["tokens"], "tags": r["tags"], "keywords": r["keywords"],
+                         "pieces": pieces_to_json(pieces),
+                         "target": " ".join(linearize(r["tokens"], r["tags"])),
+                         "template": render(pieces, mask),
+                         "example": render(dynamic_mask(pieces, random.Random(f"{c.seed}:example:{i}")), mask)})
+        write_jsonl(out / f"{split}.jsonl", rows)
+    return {"mask_token": mask}
+
+
+def load_templates(s3: Path, split: str) -> tuple[list[list[Piece]], list[str]]:
+    rows = read_jsonl(s3 / f"{split}.jsonl")
+    return [pieces_from_json(r["pieces"]) for r in rows], [r["target"] for r in rows]
+
+
+# --- S4 ----------------------------------------------------------------------------------
+
+@stage(layout.S4, reads=("generator", "seed"))
+def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
+    seed_everything(c.seed)
+    device = select_device(c.device)
+    gen_cfg = OmegaConf.merge(c.generator, {"model": model_path(c.generator.model)})
+    with tempfile.TemporaryDirectory(dir=out.parent) as checkpoints:
+        languages = {split: ex.sentence_languages(data, split) for split in SPLITS}
+        return finetune(gen_cfg, load_templates(s3, "train"), load_templates(s3, "dev"), languages,
+                        ex.entity_types(data), out, Path(checkpoints), c.seed, device)
+
+
+# --- S5 ----------------------------------------------------------------------------------
+
+@stage(layout.S5, reads=("generation", "seed"), loads=(layout.S4,))
+def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> dict:
+    seed_everything(c.seed)
+    device = select_device(c.device)
+    rows = read_jsonl(s3 / "train.jsonl")
+    skeletons = [pieces_from_json(r["pieces"]) for r in rows]
+    g = c.generation
+    neighbours = [[] for _ in rows]
+    if g.mixner.mode != "off":
+        k = max(g.mixner.retrieval_k, g.mixner.code_mixed_rounds)
+        neighbours = gen.nearest_neighbours([" ".join(r["tokens"]) for r in rows], model_path(g.mixner.embedder),
+                                            k, g.mixner.batch_size, device)
+    partners = gen.plan_partners(len(rows), neighbours, g.mixner, g.rounds, c.seed)
+    langs = ex.sentence_languages(data, "train")
+    model, tokenizer = load_generator(str(s4), langs[0], device)
+    jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, c.seed)
+    types = ex.entity_types(data)
+    codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
+    outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
+                              [codes[langs[job.source]] for job in jobs], c.seed, device)
+    screened, counts = gen.screen(jobs, outputs, types, g.parse, g.dedupe)
+    truncated = gen.truncated_jobs(tokenizer, jobs, gen.input_limit(model, tokenizer))
+    if truncated:
+        log.warning("%d of %d templates were longer than the generator accepts and were cut",
+                    len(truncated), len(jobs))
+    for row in screened:
+        row["sources"] = [row["source"]] + ([row["partner"]] if row["partner"] is not None else [])
+    write_jsonl(out / layout.GENERATIONS, screened)
+    counts["mixed"] = sum(j.partner is not None for j in jobs)
+    counts["truncated_inputs"] = len(truncated)
+    return counts
+
+
+# --- S6 (shared) -------------------------------------------------------------------------
+
+@stage(layout.S6, reads=("method", "postprocess", "ner.eval_batch_size"), loads=(layout.S1,))
+def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *s1: Path) -> dict:
+    """Filter a generation stage's kept rows; write aug.conll, gold+aug.conll and report.json.
+
+    ``s1`` (the gold tagger) is passed when the consistency filter is on.
+    """
+    train = gold(data, "train")
+    rows = [r for r in read_jsonl(generations / layout.GENERATIONS) if r["status"] == "kept"]
+    candidates = [(TaggedSentence(r["tokens"], r["tags"]), [train[i] for i in r.get("sources", [])])
+                  for r in rows]
+    predict = None
+    if c.postprocess.consistency_filter:
+        select_device(c.device)
+        tagger = ex.load_tagger(s1[0] / layout.MODEL)
+        predict = lambda sents: ex.predict_tags(tagger, sents, c.ner.eval_batch_size)  # noqa: E731
+    kept, counts = filter_augmentations(candidates, c.postprocess, predict)
+    augmentations = [aug for aug, _ in kept]
+    write_conll(out / layout.AUG, augmentations)
+    write_conll(out / layout.GOLD_AUG, train + augmentations)
+    with_source = [(sources[0], aug) for aug, sources in kept if sources]
+    generated = read_json(generations / STAMP)["facts"]
+    attempts = generated.get("generated", counts["candidates"])
+    report = {"method": c.method, "generation": generated, "postprocess": counts, "gold": len(train),
+              "added": len(augmentations),
+              "dropped_share": round(1 - len(augmentations) / attempts, 4) if attempts else None,
+              "diversity": diversity(with_source) if with_source else None}
+    write_json(out / layout.REPORT, report)
+    return {"added": len(augmentations), **counts}

@@ -1,0 +1,255 @@
+"""The NER tagger (S1 and S7) with flair.
+
+Two recipes, one switch (``ner.tagger``):
+
+* ``linear``: ACLM's tagger, a linear layer over the first sub-token of each
+  word of a fine-tuned XLM-RoBERTa, no RNN and no CRF.
+* ``bilstm_crf``: WikiNEuRal's, mean sub-token pooling over the average of the
+  last four layers, a 2-layer BiLSTM and a CRF.
+
+flair's trainer keeps the best model by dev F1 (``best-model.pt``).  A tagger
+that ends with dev F1 0 or predicts only ``O`` learned nothing: it raises
+:class:`NoLearning` (or warns, with ``ner.on_no_learning=warn``) instead of
+feeding attention maps, the consistency filter and scores downstream.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+from unittest.mock import patch
+
+import flair
+import torch
+from flair.data import Corpus, Dictionary, Sentence
+from flair.datasets import FlairDatapointDataset
+from flair.embeddings import TransformerWordEmbeddings
+from flair.file_utils import Tqdm
+from flair.models import SequenceTagger
+from flair.trainers import ModelTrainer
+from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin, TrainerPlugin, TrainingInterrupt
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from aclm.base.config import model_path
+from aclm.base.data import TaggedSentence
+
+log = logging.getLogger("aclm.run.tagger")
+LABEL_TYPE = "ner"
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+
+
+def to_flair(sentences: Sequence[TaggedSentence], with_labels: bool = True) -> list[Sentence]:
+    """flair sentences with entity spans as ``ner`` labels (no re-tokenisation)."""
+    out = []
+    for s in sentences:
+        fs = Sentence(list(s.tokens), use_tokenizer=False)
+        if with_labels:
+            for start, end, etype in s.spans():
+                fs[start:end].add_label(LABEL_TYPE, etype)
+        out.append(fs)
+    return out
+
+
+def spans_to_bio(sentence: Sentence) -> list[str]:
+    tags = ["O"] * len(sentence)
+    for span in sentence.get_spans(LABEL_TYPE):
+        first = span.tokens[0].idx - 1
+        tags[first] = f"B-{span.tag}"
+        for token in span.tokens[1:]:
+            tags[token.idx - 1] = f"I-{span.tag}"
+    return tags
+
+
+def label_dictionary(types: Sequence[str]) -> Dictionary:
+    """Entity types as span labels; flair expands them to BIOES tags internally."""
+    dictionary = Dictionary(add_unk=False)
+    for t in sorted(types):
+        dictionary.add_item(t)
+    dictionary.span_labels = True
+    return dictionary
+
+
+def amp(cfg: DictConfig) -> bool:
+    """Whether flair trains in mixed precision (``ner.use_amp``): ``auto`` on CUDA only, where it pays; the
+    released code (flair 0.11.3) trained in full precision (``reference_code``: false)."""
+    return flair.device.type == "cuda" if cfg.use_amp == "auto" else bool(cfg.use_amp)
+
+
+def build_tagger(cfg: DictConfig, types: Sequence[str]) -> SequenceTagger:
+    bilstm = cfg.tagger == "bilstm_crf"
+    embeddings = TransformerWordEmbeddings(model_path(cfg.model), layers=cfg.layers, layer_mean=cfg.layer_mean,
+                                           subtoken_pooling=cfg.subtoken_pooling, fine_tune=cfg.fine_tune)
+    return SequenceTagger(embeddings=embeddings, tag_dictionary=label_dictionary(types), tag_type=LABEL_TYPE,
+                          tag_format="BIOES", use_rnn=bilstm, use_crf=bilstm, rnn_layers=cfg.rnn_layers,
+                          hidden_size=cfg.hidden_size, dropout=cfg.dropout if bilstm else 0.0,
+                          reproject_embeddings=cfg.reproject_embeddings)
+
+
+class EarlyStopping(TrainerPlugin):
+    """Stop after ``patience`` evaluations without a new best dev score (WikiNEuRal's protocol)."""
+
+    def __init__(self, patience: int) -> None:
+        super().__init__()
+        self.patience, self.bad_epochs, self.stopped = patience, 0, False
+
+    @TrainerPlugin.hook
+    def after_evaluation(self, current_model_is_best, **kw):
+        self.bad_epochs = 0 if current_model_is_best else self.bad_epochs + 1
+        if self.bad_epochs >= self.patience:
+            self.stopped = True
+            raise TrainingInterrupt(f"{self.patience} epochs without dev gain: early stop")
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training ended before its epochs, with no stopping rule met: a Ctrl-C that flair swallowed.
+
+    flair's trainer catches ``KeyboardInterrupt``, keeps the best model so far
+    and returns as if training had finished; raised again here, the stage
+    unwinds unstamped instead of passing for a trained one.
+    """
+
+
+class EpochCounter(TrainerPlugin):
+    """Counts the epochs whose dev evaluation finished (attached first, so a stop rule cannot skip it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epochs = 0
+
+    @TrainerPlugin.hook
+    def after_evaluation(self, epoch, **kw):
+        self.epochs = epoch
+
+
+class EpochProgress(TrainerPlugin):
+    """One progress bar over the epochs, with the ETA, the last dev F1 and the learning rate.
+
+    It stands in for flair's own log, which :func:`quiet_flair` silences: a
+    dump of the whole model and a dozen lines per epoch.
+    """
+
+    def __init__(self, epochs: int) -> None:
+        super().__init__()
+        self.bar = tqdm(total=epochs, desc="train tagger", unit="epoch", dynamic_ncols=True)
+        self.best = 0.0
+
+    @TrainerPlugin.hook
+    def after_evaluation(self, validation_scores, **kw):
+        if validation_scores:
+            self.best = max(self.best, 100 * validation_scores[0])
+            lr = self.trainer.optimizer.param_groups[0]["lr"]
+            self.bar.set_postfix_str(f"dev F1 {100 * validation_scores[0]:.2f} (best {self.best:.2f}), lr {lr:.2g}")
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _silent_tqdm(*args, **kwargs):
+    return tqdm(*args, **{**kwargs, "disable": True})
+
+
+@contextmanager
+def quiet_flair() -> Iterator[None]:
+    """Inside the block flair logs warnings only and draws no bars of its own (the dev set's, every epoch):
+    the progress to watch is :class:`EpochProgress`'s."""
+    logger = logging.getLogger("flair")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        with patch.object(Tqdm, "tqdm", staticmethod(_silent_tqdm)):
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def stop_reason(cfg: DictConfig, epochs: int, plugins: Sequence[TrainerPlugin]) -> str:
+    """Why training ended: ``all epochs``, ``patience`` or ``annealing floor``; raises if none holds."""
+    if epochs >= cfg.epochs:
+        return "all epochs"
+    if any(isinstance(p, EarlyStopping) and p.stopped for p in plugins):
+        return "patience"
+    annealing = [p for p in plugins if isinstance(p, AnnealingPlugin)]
+    if annealing and min(getattr(annealing[0], "current_learning_rate", [cfg.lr])) < cfg.min_lr:
+        return "annealing floor"
+    raise TrainingInterrupted(f"training stopped after {epochs} of {cfg.epochs} epochs, no stopping rule met")
+
+
+def schedule_plugins(cfg: DictConfig, out_dir: Path) -> list[TrainerPlugin]:
+    """The learning-rate schedule (``ner.schedule``) and, if set, early stopping."""
+    plugins: list[TrainerPlugin] = []
+    if cfg.schedule == "anneal":  # flair's default: halve the lr after ``anneal_patience`` flat epochs
+        plugins.append(AnnealingPlugin(base_path=out_dir, anneal_factor=0.5, patience=cfg.anneal_patience,
+                                       min_learning_rate=cfg.min_lr, initial_extra_patience=0,
+                                       anneal_with_restarts=False))
+    elif cfg.schedule == "linear":
+        plugins.append(LinearSchedulerPlugin(warmup_fraction=cfg.warmup_fraction))
+    if cfg.early_stopping:
+        plugins.append(EarlyStopping(cfg.early_stopping))
+    return plugins
+
+
+def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence[TaggedSentence],
+                 types: Sequence[str], out_dir: Path) -> tuple[Path, dict]:
+    """Train on ``train``, keep the best dev-F1 model; returns its path and how training went.
+
+    The facts say how many epochs trained and why training ended; an
+    interruption raises :class:`TrainingInterrupted` rather than returning.
+    """
+    corpus = Corpus(train=FlairDatapointDataset(to_flair(train)), dev=FlairDatapointDataset(to_flair(dev)),
+                    test=None, sample_missing_splits=False)
+    counter, progress = EpochCounter(), EpochProgress(cfg.epochs)
+    plugins = [counter, progress, *schedule_plugins(cfg, out_dir)]
+    try:
+        with quiet_flair():
+            tagger = build_tagger(cfg, types)
+            ModelTrainer(tagger, corpus).train_custom(
+                base_path=out_dir, learning_rate=cfg.lr, mini_batch_size=cfg.batch_size,
+                eval_batch_size=cfg.eval_batch_size, max_epochs=cfg.epochs, optimizer=OPTIMIZERS[cfg.optimizer],
+                plugins=plugins, embeddings_storage_mode="none", use_amp=amp(cfg),
+                save_final_model=False, create_file_logs=False, create_loss_file=True)
+    finally:
+        progress.close()
+    facts = {"epochs_trained": counter.epochs, "max_epochs": cfg.epochs,
+             "stop_reason": stop_reason(cfg, counter.epochs, plugins)}
+    best = out_dir / "best-model.pt"
+    if not best.exists():  # no dev improvement was ever recorded (e.g. one epoch of all-O output)
+        tagger.save(best)
+    log.info("tagger trained %d of %d epochs (%s)", counter.epochs, cfg.epochs, facts["stop_reason"])
+    return best, facts
+
+
+def load_tagger(path: str | Path) -> SequenceTagger:
+    with quiet_flair():   # not its tag dictionary, logged at every load
+        return SequenceTagger.load(str(path))
+
+
+def predict_tags(tagger: SequenceTagger, sentences: Sequence[TaggedSentence], batch_size: int = 64,
+                 progress: bool = False) -> list[list[str]]:
+    """BIO tags for every sentence, batched (``progress``: a bar with the ETA, for test sets)."""
+    flair_sentences = to_flair(sentences, with_labels=False)
+    tagger.predict(flair_sentences, mini_batch_size=batch_size, label_name=LABEL_TYPE, verbose=progress)
+    return [spans_to_bio(s) for s in flair_sentences]
+
+
+class NoLearning(RuntimeError):
+    """The trained tagger learned nothing: dev F1 0, or only ``O`` predicted."""
+
+
+def check_learned(dev_f1: float, predicted: Sequence[Sequence[str]], cfg: DictConfig, where: Path) -> None:
+    """Fail (or warn, ``ner.on_no_learning=warn``) when the best dev model learned nothing."""
+    all_o = all(tag == "O" for tags in predicted for tag in tags)
+    if dev_f1 > 0 and not all_o:
+        return
+    what = "predicts only O on the dev set" if all_o else "has dev F1 0"
+    message = (f"{where}: the tagger learned nothing: it {what} (optimizer {cfg.optimizer}, lr {cfg.lr}, "
+               f"batch {cfg.batch_size}, {cfg.epochs} epochs, model {cfg.model}). Its attention maps, "
+               f"consistency filter and scores would be meaningless. Check the recipe (ner.*): the paper's "
+               f"literal Adam lr 1e-2 is known to end all-O; see docs/configuration.md.")
+    if cfg.on_no_learning == "warn":
+        log.warning(message)
+        return
+    raise NoLearning(message)

@@ -1,0 +1,200 @@
+"""S5: generate augmentations from templates, with mixner.
+
+For each training sentence and each of R rounds a fresh template is drawn
+(dynamic masking) and decoded by the fine-tuned generator.  mixner joins the
+skeletons of a sentence and a semantically similar one before masking:
+
+* ``paper``: in each round draw gamma ~ N(0.5, gamma_sigma); mix when gamma > beta,
+  with a neighbour sampled from the top ``retrieval_k``;
+* ``code``: the last ``code_mixed_rounds`` rounds mix, with the 1st, 2nd, ...
+  most similar sentence (the released code: 3 plain + 2 mixed).  With fewer
+  rounds than that (R < 2 by default) every round mixes, the first with the
+  1st neighbour: R = 1 is one round mixed with the nearest sentence;
+* ``off``: never.
+
+Neighbours come from one batched, chunked similarity search over
+Sentence-BERT embeddings; decoding is batched across sentences and rounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from aclm.steps import screening
+from aclm.steps.constraints import MBART_PROMPT, LabelGrammar, TokenClasses, sampling_arguments, template_entities
+from aclm.steps.templates import PARSERS, Piece, dynamic_mask, join, render
+
+log = logging.getLogger("aclm.steps.generation")
+
+
+def nearest_neighbours(texts: Sequence[str], embedder: str, k: int, batch_size: int,
+                       device: torch.device) -> list[list[int]]:
+    """The ``k`` most cosine-similar other sentences of each sentence, best first."""
+    from sentence_transformers import SentenceTransformer, util
+
+    if len(texts) < 2 or k < 1:
+        return [[] for _ in texts]
+    model = SentenceTransformer(embedder, device=str(device))
+    emb = model.encode(list(texts), batch_size=batch_size, convert_to_tensor=True, normalize_embeddings=True,
+                       show_progress_bar=len(texts) > 1000)
+    hits = util.semantic_search(emb, emb, top_k=min(k + 1, len(texts)), score_function=util.dot_score)
+    return [[h["corpus_id"] for h in row if h["corpus_id"] != i][:k] for i, row in enumerate(hits)]
+
+
+@dataclass
+class Job:
+    source: int
+    round: int
+    partner: int | None
+    template: str
+
+
+def plan_partners(n: int, neighbours: list[list[int]], cfg: DictConfig, rounds: int, seed: int
+                  ) -> list[list[int | None]]:
+    """mixner's partner (or None) for every sentence and round."""
+    plan = []
+    for i in range(n):
+        rng = random.Random(f"{seed}:mix:{i}")
+        row: list[int | None] = []
+        for r in range(rounds):
+            partner = None
+            if neighbours[i] and cfg.mode == "paper" and rng.gauss(0.5, cfg.gamma_sigma) > cfg.beta:
+                partner = rng.choice(neighbours[i][:cfg.retrieval_k])
+            elif neighbours[i] and cfg.mode == "code":
+                nth = r - max(0, rounds - cfg.code_mixed_rounds)
+                if 0 <= nth < len(neighbours[i]):
+                    partner = neighbours[i][nth]
+            row.append(partner)
+        plan.append(row)
+    return plan
+
+
+def build_jobs(skeletons: list[list[Piece]], partners: list[list[int | None]], mask_token: str, seed: int
+               ) -> list[Job]:
+    jobs = []
+    for i, row in enumerate(partners):
+        for r, partner in enumerate(row):
+            pieces = skeletons[i] if partner is None else join(skeletons[i], skeletons[partner])
+            masked = dynamic_mask(pieces, random.Random(f"{seed}:gen:{i}:{r}"))
+            jobs.append(Job(i, r, partner, render(masked, mask_token)))
+    return jobs
+
+
+def decode_keeping_labels(tokenizer, ids: Sequence[int], keep_ids: set[int]) -> str:
+    """Decode, keeping ``keep_ids`` (label tokens; for S5 also the mask token) as separate words and
+    dropping every other special token.
+
+    Decoding text segments between kept tokens separately keeps detokenisation
+    from gluing a label token to a neighbouring word.
+    """
+    words, segment = [], []
+    for i in ids:
+        if i in keep_ids:
+            words.append(tokenizer.decode(segment, skip_special_tokens=True).strip())
+            words.append(tokenizer.convert_ids_to_tokens(i))
+            segment = []
+        else:
+            segment.append(i)
+    words.append(tokenizer.decode(segment, skip_special_tokens=True).strip())
+    return " ".join(w for w in words if w)
+
+
+def batches(jobs: list[Job], codes: Sequence[str], size: int) -> list[list[int]]:
+    """Job indices in batches of one language each, longest templates first to limit padding."""
+    order = sorted(range(len(jobs)), key=lambda j: (codes[j], -len(jobs[j].template), j))
+    out: list[list[int]] = []
+    for j in order:
+        if out and len(out[-1]) < size and codes[out[-1][0]] == codes[j]:
+            out[-1].append(j)
+        else:
+            out.append([j])
+    return out
+
+
+def input_limit(model, tokenizer) -> int:
+    """The most input tokens the generator accepts: its position table, or its tokenizer's limit if lower.
+
+    Templates are cut only there, never at ``generation.max_length``, which
+    bounds the output: a mixner-joined template is about twice a sentence long.
+    """
+    limits = [getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    return min(n for n in limits if n and n < 1_000_000)
+
+
+def truncated_jobs(tokenizer, jobs: list[Job], limit: int) -> list[int]:
+    """Indices of the jobs whose template is longer than ``limit`` tokens (and is cut there)."""
+    lengths = [len(ids) for ids in tokenizer([job.template for job in jobs])["input_ids"]] if jobs else []
+    return [j for j, n in enumerate(lengths) if n > limit]
+
+
+def grammar(tokenizer, classes: TokenClasses | None, templates: Sequence[str], label_tokens: Sequence[str],
+            cfg: DictConfig) -> LabelGrammar | None:
+    """The ``generation.constrained`` processor for one batch of templates (None when ``off``)."""
+    if classes is None:
+        return None
+    entities = None
+    if cfg.constrained == "entities":
+        entities = [[tokenizer(e, add_special_tokens=False)["input_ids"] for e in template_entities(t, label_tokens)]
+                    for t in templates]
+    return LabelGrammar(classes, entities=entities, group_size=cfg.num_beams, prompt_length=MBART_PROMPT,
+                        max_length=cfg.max_length)
+
+
+@torch.inference_mode()
+def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
+                codes: Sequence[str], seed: int, device: torch.device) -> list[str]:
+    """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code.
+
+    ``cfg.constrained`` other than ``off`` adds :class:`aclm.steps.constraints.LabelGrammar` (each batch its own, for
+    its templates' entities); ``off`` calls ``generate`` exactly as the paper's decoding.
+    """
+    # an unfilled mask stays visible, so that parsing rejects the generation instead of deleting it
+    keep_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens))) | {tokenizer.mask_token_id}
+    classes = TokenClasses.of(tokenizer, label_tokens) if cfg.constrained != "off" else None
+    outputs: list[str] = [""] * len(jobs)
+    limit = input_limit(model, tokenizer)
+    model.eval()
+    for b, batch in enumerate(tqdm(batches(jobs, codes, cfg.batch_size), desc="generate", unit="batch")):
+        tokenizer.src_lang = codes[batch[0]]
+        templates = [jobs[j].template for j in batch]
+        enc = tokenizer(templates, return_tensors="pt", padding=True, truncation=True, max_length=limit).to(device)
+        sampling = sampling_arguments(grammar(tokenizer, classes, templates, label_tokens, cfg), cfg.top_k,
+                                      cfg.num_beams)
+        torch.manual_seed(seed + b)
+        generated = model.generate(**enc, do_sample=True, num_beams=cfg.num_beams, max_length=cfg.max_length,
+                                   forced_bos_token_id=tokenizer.convert_tokens_to_ids(codes[batch[0]]),
+                                   num_return_sequences=1, **sampling)
+        for j, ids in zip(batch, generated.tolist()):
+            outputs[j] = decode_keeping_labels(tokenizer, ids, keep_ids)
+    return outputs
+
+
+def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str = "strict",
+           dedupe: str = "parsed") -> tuple[list[dict], dict]:
+    """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
+
+    ``parse`` names the reading (``generation.parse``: a key of
+    :data:`aclm.steps.templates.PARSERS`), ``dedupe`` what a repeat is
+    (``generation.dedupe``: ``parsed`` words and tags, or the ``raw`` text as
+    the released script compares).  The shared :func:`aclm.steps.screening.screen`
+    decides and counts; copies of the source are left to S6.  Rows keep the
+    job and the decoded text; kept rows also the parsed words and tags.
+    """
+    reader = PARSERS[parse]
+    screened, counts = screening.screen([job.source for job in jobs], outputs,
+                                        lambda text: reader(text, types), dedupe=dedupe)
+    rows = []
+    for job, text, verdict in zip(jobs, outputs, screened):
+        row = {"source": job.source, "round": job.round, "partner": job.partner,
+               "template": job.template, "generation": text, "status": verdict.status}
+        if verdict.status == screening.KEPT:
+            row["tokens"], row["tags"] = verdict.sentence.tokens, verdict.sentence.tags
+        rows.append(row)
+    return rows, counts

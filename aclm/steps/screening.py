@@ -1,0 +1,138 @@
+"""Screening generations: one list of reasons to drop one, one function that drops and counts.
+
+Every augmentation method ends its generation the same way: each candidate
+is read back as a tagged sentence (or found malformed), then dropped when it
+copies a sentence it came from or repeats an earlier candidate of the same
+source, and every drop is counted by reason.  ACLM (S5), LwTR, DAGA, MulDA
+and MELM all call :func:`screen`, so their counts (the ``generation`` entry
+of ``report.json``) have the same keys, :data:`COUNT_KEYS`:
+
+``generated``
+    candidates screened;
+``kept``
+    the new, well-formed ones;
+``duplicate``
+    repeats an earlier candidate of the same source (same words and tags;
+    for the methods that generate from scratch, any earlier candidate).
+    :data:`DEDUPE` says what counts as a repeat: the same words and tags
+    (``parsed``), the same generated text, malformed or not, checked before
+    parsing as the released ACLM script does (``raw``), or nothing (``off``:
+    the released LwTR files keep repeats);
+``copy``
+    reproduces a sentence it came from: its source (LwTR; MELM: its seed or
+    its gold source) or, generating from scratch, any training sentence
+    (DAGA, MulDA).  ACLM never drops one here (zero): its S6 does, counted
+    there as ``copy_of_source``, with its near-copy threshold;
+``malformed_<reason>``
+    not a tagged sentence, for each reason of :data:`REASONS`; a method
+    that cannot produce a reason counts zero for it.
+
+Each candidate's row status is one of these keys but ``generated``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Sequence
+
+from aclm.base.data import TaggedSentence
+
+#: Why a generation is not a tagged sentence, for every method.
+REASONS = (
+    "empty",             # nothing left, or a label pair with no word between (ACLM, MELM, DAGA, MulDA)
+    "unknown_tag",       # a label of a type the data does not have
+    "unpaired_tag",      # an opening label token not closed by the same token next (ACLM, MELM)
+    "glued_tag",         # text glued to a label token (ACLM, MELM)
+    "tag_without_word",  # a tag followed by another tag or by the end (DAGA, MulDA)
+    "unfilled_mask",     # a mask token the generator left (ACLM, MELM)
+    "tags_changed",      # the filled sentence's tags differ from its seed's (MELM)
+    "truncated",         # cut off at the length limit before its end (DAGA, MulDA)
+)
+KEPT, DUPLICATE, COPY = "kept", "duplicate", "copy"
+MALFORMED = "malformed_"
+STATUSES = (KEPT, DUPLICATE, COPY, *(MALFORMED + r for r in REASONS))
+COUNT_KEYS = ("generated", *STATUSES)
+#: What makes a candidate a repeat of an earlier one of its source (see ``duplicate`` above).
+DEDUPE = ("parsed", "raw", "off")
+
+
+class MalformedGeneration(ValueError):
+    """A generation that cannot be read back as a tagged sentence; ``reason`` is one of :data:`REASONS`."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        if reason not in REASONS:
+            raise ValueError(f"unknown reason {reason!r} for a malformed generation; known: {REASONS}")
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+    @property
+    def status(self) -> str:
+        return MALFORMED + self.reason
+
+
+@dataclass
+class Screened:
+    """One candidate's verdict: its status and, unless malformed, the sentence it was read as."""
+
+    status: str
+    sentence: TaggedSentence | None
+
+
+def zero_counts(generated: int = 0) -> dict[str, int]:
+    """Every count key, at zero but ``generated``."""
+    return {key: 0 for key in COUNT_KEYS} | {"generated": generated}
+
+
+def screen(sources: Sequence[Hashable], outputs: Sequence[Any],
+           parse: Callable[[Any], TaggedSentence] | None = None,
+           is_copy: Callable[[int, TaggedSentence], bool] | None = None,
+           dedupe: str = "parsed") -> tuple[list[Screened], dict[str, int]]:
+    """Read back, drop and count every candidate, in order.
+
+    ``sources[i]`` is candidate ``i``'s source key (the same key for every
+    candidate of a method that generates from scratch, e.g. None); repeats
+    are looked for among the earlier candidates with the same key.
+    ``outputs[i]`` is what was generated: given ``parse``, it is parsed with
+    it (which raises :class:`MalformedGeneration`); without, it is already a
+    :class:`TaggedSentence` or a :class:`MalformedGeneration`.
+    ``is_copy(i, sentence)`` says whether candidate ``i`` reproduces a
+    sentence it came from (checked before repeats; a copy is not remembered
+    as seen).  ``dedupe`` is one of :data:`DEDUPE`; with ``raw`` the outputs
+    must be hashable (the generated texts).  Returns one :class:`Screened`
+    per candidate, and counts with every key of :data:`COUNT_KEYS`.
+    """
+    if len(sources) != len(outputs):
+        raise ValueError(f"{len(sources)} sources for {len(outputs)} outputs")
+    if dedupe not in DEDUPE:
+        raise ValueError(f"dedupe={dedupe!r} is not one of {DEDUPE}")
+    counts = zero_counts(len(outputs))
+    rows: list[Screened] = []
+    seen: set = set()
+    for i, (source, output) in enumerate(zip(sources, outputs)):
+        if dedupe == "raw":
+            repeated = (source, output) in seen
+            seen.add((source, output))
+            if repeated:
+                counts[DUPLICATE] += 1
+                rows.append(Screened(DUPLICATE, None))
+                continue
+        sentence = None
+        try:
+            sentence = parse(output) if parse is not None else output
+        except MalformedGeneration as err:
+            sentence = err
+        if isinstance(sentence, MalformedGeneration):
+            status, sentence = sentence.status, None
+        elif not isinstance(sentence, TaggedSentence):
+            raise TypeError(f"candidate {i}: expected a TaggedSentence or MalformedGeneration, got {type(sentence)}")
+        elif is_copy is not None and is_copy(i, sentence):
+            status = COPY
+        elif dedupe == "parsed":
+            key = (source, tuple(sentence.tokens), tuple(sentence.tags))
+            status = DUPLICATE if key in seen else KEPT
+            seen.add(key)
+        else:
+            status = KEPT
+        counts[status] += 1
+        rows.append(Screened(status, sentence))
+    return rows, counts

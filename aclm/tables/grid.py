@@ -1,0 +1,479 @@
+"""Experiment grids: the runs a paper table needs, as commands and as a Makefile.
+
+A grid (``configs/grids/<table>.yaml``; the schema is at the top of each file)
+lists blocks of datasets x gold sizes x methods (x sweep values) x seeds.
+``expand`` turns it, sliced by LANGS / SIZES / METHODS / SEEDS, into cells:
+one cell is one ``scripts/run_method.py`` command and one ``result.json``.
+The cells of one setting (dataset, gold, seed, run dir) share its S1 model,
+so every method cell has that setting's Gold-only cell (the S1 target) as a
+prerequisite, and a WikiNEuRal cell has the setting's ACLM cell (it adds as
+many silver sentences as ACLM added).
+
+Three ways to run a grid (each command goes through ``scripts/grid.py cell``,
+which writes ``failed.json`` beside the missing result when a run fails):
+
+* make (``make reproduce-table1`` does this)::
+
+      frag=$(python scripts/grid.py makefile table1 --profile paper --langs en,de)
+      make -f "$frag" -j 4 -k all
+
+  every cell is a file target (its result.json); method cells depend
+  (order-only) on their S1 target, so ``-j`` never trains one S1 twice at
+  once.  A target counts as done when its result.json exists and every
+  stage of its chain is current for the cell's config (``Cell.is_done``);
+  any other target runs, and only its changed stages do work.
+* GNU parallel: run the phases in order (0: S1, 1: methods, 2: WikiNEuRal)::
+
+      for phase in 0 1 2; do
+        python scripts/grid.py list table1 --profile paper --phase $phase | parallel -j 4 || break
+      done
+
+* Slurm (``make submit-table1``; :mod:`aclm.tables.slurm`, docs/cluster.md)::
+
+      python scripts/grid.py submit table1 --profile paper --slurm [--dry-run]
+
+  submits the runs not done as job arrays, one per method, each task after
+  its own setting's S1 (``aftercorr``), then a job that writes the table.
+
+Several GPUs on one machine: one make per GPU, each on its own LANGS or SEEDS
+slice (never a METHODS slice: methods of a setting share S1), e.g.
+``CUDA_VISIBLE_DEVICES=0 make reproduce-table1 LANGS=en,bn,hi,de,es &
+CUDA_VISIBLE_DEVICES=1 make reproduce-table1 LANGS=ko,nl,ru,tr,zh &``.  Each
+slice gets its own fragment file, so concurrent makes do not clash.
+
+Sweeps (Tables 5-7) change one config value of a method: a swept cell runs as
+the variant ``<method>@<key>-<value>/`` beside the method's own directory and
+shares the setting's gold data and S1; the value the profile already uses is
+the method's plain run, shared with Table 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+import subprocess
+import sys
+from collections import deque
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import yaml
+from omegaconf import OmegaConf
+
+from aclm.base import registry
+from aclm.base.config import load_config
+from aclm.base.io import atomic_write_text, write_json
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_name
+from aclm.run.stages import Stale, planning, prune
+
+GRID_DIR = PROJECT_ROOT / "configs" / "grids"
+RUN_SCRIPT = PROJECT_ROOT / "scripts" / "run_method.py"
+GRID_SCRIPT = "scripts/grid.py"
+SAFE_PATH = re.compile(r"^[\w./+-]+$")
+GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "derived", "compare", "plot",
+             "average_datasets"}
+BLOCK_KEYS = {"datasets", "sizes", "methods", "overrides", "sweep", "columns"}
+
+Gold = Union[int, str]
+Slice = Union[str, Sequence, None]                # "en,de", "en de", ["en", "de"] or None (everything)
+
+
+class GridError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Block:
+    datasets: tuple[str, ...]
+    sizes: tuple[Gold, ...]
+    methods: tuple[str, ...]
+    columns: dict[str, str]                      # reference column template -> value path in result.json
+    overrides: dict[str, Any] = field(default_factory=dict)
+    sweep_key: Optional[str] = None
+    sweep_values: dict[str, Any] = field(default_factory=dict)  # label -> config value
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    title: str
+    reference: dict                              # {file: ..., where: {column: value}, test_set: ...}
+    seeds: tuple[int, ...]
+    method_names: dict[str, str]
+    index: dict[str, str]                        # reference row-key column -> template
+    blocks: tuple[Block, ...]
+    derived: dict[str, list[str]] = field(default_factory=dict)
+    compare: dict = field(default_factory=dict)  # {method: ..., baselines: [...]}
+    plot: dict = field(default_factory=dict)     # {x: index column, y: [columns]}
+    average_datasets: bool = False               # an entry is, per seed, the mean over the grid's datasets
+
+
+#: A grid keeps no final tagger (840 of them at paper size): scores and predictions are what it is for.
+PRUNING = ("storage.keep_final_tagger=false",)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run: a method on one setting (dataset, gold, seed) under a run dir."""
+
+    profile: str
+    dataset: str
+    gold: Gold
+    method: str
+    seed: int
+    runs: str                                    # the run_dir this cell uses
+    overrides: tuple[str, ...] = ()              # extra key=value, as passed to run_method.py
+    sweep: Optional[str] = None                  # the sweep label, for the table layout
+    block: int = 0
+    variant: str = ""                            # a sweep point's method directory suffix
+    variant_overrides: tuple[str, ...] = ()      # the swept key=value (not passed to S1)
+
+    @property
+    def layout(self) -> RunLayout:
+        return RunLayout(self.runs, self.profile, dataset_dir_name(self.dataset), self.gold, self.seed,
+                         self.method, self.variant)
+
+    @property
+    def root(self) -> Path:
+        return self.layout.root
+
+    @property
+    def method_dir(self) -> Path:
+        return self.layout.method_dir
+
+    @property
+    def result_path(self) -> Path:
+        return self.layout.result_path
+
+    @property
+    def failed_path(self) -> Path:
+        return self.layout.failed_path
+
+    @property
+    def aug_path(self) -> Path:
+        return self.layout.aug_path
+
+    @property
+    def phase(self) -> int:
+        """0: S1; then each method after the methods it needs (the method table's phase)."""
+        return registry.get(self.method).phase
+
+    def config(self):
+        return load_config(self.args())
+
+    def is_done(self) -> bool:
+        """Its result exists and every stage of its chain is current for the cell's config.
+
+        The chain is planned with the methods' code, which imports the training libraries: imported here,
+        so that reading a grid (the tables, :mod:`aclm.tables.report`) does not.
+        """
+        from aclm.run.chain import run_method
+
+        if not self.result_path.exists():
+            return False
+        with planning():
+            try:
+                run_method(self.config())
+            except (Stale, FileNotFoundError):
+                return False
+        return True
+
+    def args(self) -> list[str]:
+        variant = [f"variant={self.variant}", *self.variant_overrides] if self.variant else []
+        return [f"method={self.method}", f"profile={self.profile}", f"dataset={self.dataset}",
+                f"gold={self.gold}", f"seed={self.seed}", f"run_dir={self.runs}", *PRUNING, *self.overrides,
+                *variant]
+
+    def prerequisites(self) -> list["Cell"]:
+        """The setting's S1 (Gold-only) run and the runs of the methods this one needs (method table)."""
+        plain = replace(self, variant="", variant_overrides=())   # sweep points share the setting's S1
+        needs = [] if self.method == GOLD_ONLY else [replace(plain, method=GOLD_ONLY)]
+        return needs + [replace(plain, method=m) for m in registry.get(self.method).needs]
+
+
+# --- loading -------------------------------------------------------------------------------
+
+def grid_names() -> list[str]:
+    return sorted(p.stem for p in GRID_DIR.glob("*.yaml"))
+
+
+def _tuple(value: Any) -> tuple:
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
+def _check_keys(where: str, given: Iterable[str], allowed: set[str]) -> None:
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise GridError(f"{where}: unknown keys {unknown}; allowed: {sorted(allowed)}")
+
+
+def _block(raw: dict, where: str) -> Block:
+    _check_keys(where, raw, BLOCK_KEYS)
+    missing = [k for k in ("datasets", "sizes", "methods", "columns") if not raw.get(k)]
+    if missing:
+        raise GridError(f"{where}: needs {missing}")
+    methods = _tuple(raw["methods"])
+    bad = [m for m in methods if m not in registry.METHODS]
+    if bad:
+        raise GridError(f"{where}: unknown methods {bad}")
+    sweep = raw.get("sweep") or {}
+    if sweep and set(sweep) != {"key", "values"}:
+        raise GridError(f"{where}: sweep needs exactly key and values")
+    return Block(datasets=_tuple(raw["datasets"]), sizes=_tuple(raw["sizes"]), methods=methods,
+                 columns=dict(raw["columns"]), overrides=dict(raw.get("overrides") or {}),
+                 sweep_key=sweep.get("key"), sweep_values={str(k): v for k, v in (sweep.get("values") or {}).items()})
+
+
+def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
+    """Read and check ``<grid_dir>/<name>.yaml``, or the YAML file ``name`` (a grid of one's own)."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else Path(grid_dir) / f"{name}.yaml"
+    name = path.stem
+    if not path.exists():
+        raise GridError(f"no grid {name!r} ({path}); grids: {grid_names()}")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    _check_keys(str(path), raw, GRID_KEYS)
+    for key in ("title", "reference", "seeds", "index", "blocks"):
+        if not raw.get(key):
+            raise GridError(f"{path}: needs {key!r}")
+    return Grid(name=name, title=raw["title"], reference=dict(raw["reference"]),
+                seeds=tuple(int(s) for s in _tuple(raw["seeds"])),
+                method_names=dict(raw.get("method_names") or {}),
+                index={k: str(v) for k, v in raw["index"].items()},
+                blocks=tuple(_block(b, f"{path} block {i}") for i, b in enumerate(raw["blocks"])),
+                derived={k: list(v) for k, v in (raw.get("derived") or {}).items()},
+                compare=dict(raw.get("compare") or {}), plot=dict(raw.get("plot") or {}),
+                average_datasets=bool(raw.get("average_datasets", False)))
+
+
+# --- expansion -----------------------------------------------------------------------------
+
+def parse_slice(value: Slice) -> Optional[list[str]]:
+    """``"en,de"``, ``"en de"`` or a list -> ``["en", "de"]``; empty -> None (no slice)."""
+    if value is None:
+        return None
+    items = value.replace(",", " ").split() if isinstance(value, str) else [str(v) for v in value]
+    return items or None
+
+
+def format_value(value: Any) -> str:
+    """A config value as OmegaConf's dotlist reads it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    return "null" if value is None else str(value)
+
+
+@lru_cache(maxsize=None)
+def profile_value(profile: str, method: str, key: str, overrides: tuple[str, ...]) -> Any:
+    """The value ``key`` has in a cell before any sweep."""
+    return OmegaConf.select(load_config([f"profile={profile}", f"method={method}", *overrides]), key)
+
+
+def _matches_lang(dataset: str, wanted: list[str]) -> bool:
+    return dataset in wanted or dataset.rsplit("/", 1)[-1] in wanted
+
+
+def _check_slice(name: str, wanted: Optional[list[str]], available: Iterable[str]) -> None:
+    if wanted is None:
+        return
+    available = set(available)
+    unmatched = [w for w in wanted if w not in available]
+    if unmatched:
+        raise GridError(f"{name}={','.join(unmatched)} matches nothing in this grid "
+                        f"(it has {', '.join(sorted(available))})")
+
+
+def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, sizes: Slice = None,
+           methods: Slice = None, seeds: Slice = None) -> list[Cell]:
+    """The grid's cells, in a stable order, restricted to the slices given.
+
+    ``langs`` matches a dataset name or its last part (``en`` matches
+    ``multiconer/en`` and ``conll2003/en``); ``seeds`` replaces the grid's seeds.
+    """
+    langs, sizes, methods = parse_slice(langs), parse_slice(sizes), parse_slice(methods)
+    seed_list = [int(s) for s in parse_slice(seeds) or grid.seeds]
+    datasets = {d for b in grid.blocks for d in b.datasets}
+    _check_slice("LANGS", langs, datasets | {d.rsplit("/", 1)[-1] for d in datasets})
+    _check_slice("SIZES", sizes, {str(s) for b in grid.blocks for s in b.sizes})
+    _check_slice("METHODS", methods, {m for b in grid.blocks for m in b.methods})
+    cells = []
+    for i, block in enumerate(grid.blocks):
+        base = tuple(f"{k}={format_value(v)}" for k, v in block.overrides.items())
+        for dataset in block.datasets:
+            if langs and not _matches_lang(dataset, langs):
+                continue
+            for gold in block.sizes:
+                if sizes and str(gold) not in sizes:
+                    continue
+                for method in block.methods:
+                    if methods and method not in methods:
+                        continue
+                    for label, extra, variant in _sweep_points(block, profile, method, base):
+                        for seed in seed_list:
+                            cells.append(Cell(profile, dataset, gold, method, seed, runs, base, label, i,
+                                              variant, extra))
+    return cells
+
+
+def _sweep_points(block: Block, profile: str, method: str,
+                  base: tuple[str, ...]) -> list[tuple[Optional[str], tuple[str, ...], str]]:
+    """(label, swept key=value, variant) per sweep value; one plain point without a sweep.
+
+    The profile's own value is the method's plain run; any other value runs as
+    the variant ``<key>-<value>`` beside it, sharing the setting's gold data and S1.
+    """
+    if not block.sweep_key:
+        return [(None, (), "")]
+    current = profile_value(profile, method, block.sweep_key, base)
+    points = []
+    for label, value in block.sweep_values.items():
+        if value == current:
+            points.append((label, (), ""))
+        else:
+            variant = re.sub(r"[^\w.+-]", "_", f"{block.sweep_key}-{format_value(value)}")
+            points.append((label, (f"{block.sweep_key}={format_value(value)}",), variant))
+    return points
+
+
+def prune_finished_s1(cells: Sequence[Cell]) -> tuple[int, int]:
+    """Delete the S1 tagger weights of every setting whose cells (with their prerequisites) are all done.
+
+    Asked for by hand (``scripts/grid.py prune``): a later run that needs a pruned
+    S1 retrains it, and every result of that setting then counts as stale.
+    Returns (settings pruned, bytes freed).
+    """
+    settings: dict[Path, list[Cell]] = {}
+    for cell in with_prerequisites(cells):
+        settings.setdefault(cell.root, []).append(cell)
+    pruned = freed = 0
+    for root, group in settings.items():
+        if (root / S1).exists() and all(c.is_done() for c in group):
+            gone = prune(root / S1)
+            pruned, freed = pruned + bool(gone), freed + gone
+    return pruned, freed
+
+
+def with_prerequisites(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells and every cell they need, once per result path, S1 first."""
+    found: dict[Path, Cell] = {}
+    todo = list(cells)
+    while todo:
+        cell = todo.pop(0)
+        if cell.result_path not in found:
+            found[cell.result_path] = cell
+            todo.extend(cell.prerequisites())
+    return sorted(found.values(), key=lambda c: c.phase)
+
+
+def _needed(cell: Cell) -> Iterable[Cell]:
+    yield cell
+    for need in cell.prerequisites():
+        yield from _needed(need)
+
+
+def conflicts(cells: Iterable[Cell]) -> list[str]:
+    """Result paths that two cells (or what they need) would write with different commands."""
+    seen: dict[Path, list[str]] = {}
+    out = []
+    for cell in (n for c in cells for n in _needed(c)):
+        previous = seen.setdefault(cell.result_path, cell.args())
+        if previous != cell.args():
+            out.append(f"{cell.result_path}: {shlex.join(previous)}  vs  {shlex.join(cell.args())}")
+    return out
+
+
+# --- commands and Makefile -----------------------------------------------------------------
+
+def cell_command(cell: Cell) -> list[str]:
+    """What runs a cell, after the Python interpreter."""
+    return [GRID_SCRIPT, "cell", str(cell.result_path), *cell.args()]
+
+
+def _make_word(word: str) -> str:
+    return shlex.quote(word).replace("$", "$$")
+
+
+def _target(cell: Cell) -> str:
+    path = str(cell.result_path)
+    if not SAFE_PATH.match(path):
+        raise GridError(f"{path}: make cannot use this path as a target (keep to letters, digits and ./+-_)")
+    return path
+
+
+def makefile(cells: Sequence[Cell], title: str, python: str) -> str:
+    """A Makefile fragment: ``all`` builds ``cells``; one file target per cell and prerequisite."""
+    everything = with_prerequisites(cells)
+    clashes = conflicts(cells)
+    if clashes:
+        raise GridError("cells disagree on a run:\n" + "\n".join(clashes))
+    lines = [f"# {title}", "# Written by scripts/grid.py; regenerate it rather than edit it.",
+             "# A run whose result is missing, or whose stages are not current for its config, depends",
+             "# on FORCE and runs (only its changed stages do work); the others are done.",
+             f"PYTHON ?= {python}", "", ".PHONY: all s1 FORCE", "FORCE:", "",
+             "all: " + " ".join(_target(c) for c in cells), "",
+             "s1: " + " ".join(_target(c) for c in everything if c.method == GOLD_ONLY), ""]
+    for cell in everything:
+        needs = " ".join(_target(p) for p in cell.prerequisites())
+        force = "" if cell.is_done() else " FORCE"
+        lines.append(f"{_target(cell)}:{force}" + (f" | {needs}" if needs else ""))
+        lines.append("\t$(PYTHON) " + " ".join(_make_word(w) for w in cell_command(cell)))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def fragment_path(runs: str, profile: str, name: str, slices: dict[str, Optional[list[str]]]) -> Path:
+    """Where a grid's fragment goes; a sliced grid gets its own file so concurrent makes never share one."""
+    chosen = {k: v for k, v in slices.items() if v}
+    suffix = ""
+    if chosen:
+        key = ";".join(f"{k}={','.join(v)}" for k, v in sorted(chosen.items()))
+        suffix = "-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+    return Path(runs) / profile / "grids" / f"{name}{suffix}.mk"
+
+
+def write_makefile(path: Path, text: str) -> Path:
+    atomic_write_text(path, text)
+    return path
+
+
+# --- one cell, recording failures ----------------------------------------------------------
+
+def run_cell(result: Path, args: list[str], python: str = sys.executable, tail_lines: int = 40) -> int:
+    """Run one cell; on failure write ``failed.json`` (error, exit code, log tail) beside its result.
+
+    stderr is passed through and its last lines kept: the last one is the
+    error (``error: ...`` from main_guard, or a traceback's final line).
+    """
+    result = Path(result)
+    failed = result.parent / FAILED
+    failed.unlink(missing_ok=True)
+    command = [python, str(RUN_SCRIPT), *args]
+    tail: deque[str] = deque(maxlen=tail_lines)
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
+    assert proc.stderr is not None
+    try:
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail.append(line.rstrip("\n"))
+        code = proc.wait()
+    except BaseException:                 # this wrapper was stopped (SIGTERM, Ctrl-C): stop its run too, cleanly
+        proc.terminate()
+        proc.wait()
+        raise
+    if code == 0 and result.exists():
+        return 0
+    lines = [t for t in tail if t.strip()]
+    if code == 0:
+        error = f"run_method.py finished but wrote no {result} (run layout changed?)"
+    else:
+        error = lines[-1].strip() if lines else f"exit status {code}"
+    write_json(failed, {"error": error, "returncode": code, "command": shlex.join(command),
+                        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        "log_tail": list(tail)})
+    return code or 1

@@ -1,0 +1,75 @@
+"""Perplexity of augmentations under a causal LM (ACLM Table 3: GPT-2).
+
+The paper reports "the perplexity of the augmentations" under GPT-2 without
+saying how sentences are pooled.  We read it as a property of each
+augmentation, averaged over them (``mode="sentence"``: the mean over
+sentences of exp(mean token NLL of the sentence)); ``mode="corpus"`` gives
+exp(total NLL / total tokens) instead, which weights long sentences more and
+is less sensitive to short outliers.  Every sentence is scored after the
+model's BOS token, so its first word is predicted too, and cut to the
+model's context length.
+
+Sentences are scored in padded batches with an attention mask, so a
+sentence's score does not depend on what it is batched with.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Sequence
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from aclm.base.config import model_path
+
+MODES = ("sentence", "corpus")
+
+
+@lru_cache(maxsize=2)
+def load_lm(name: str, device: str) -> tuple:
+    tokenizer = AutoTokenizer.from_pretrained(model_path(name))
+    model = AutoModelForCausalLM.from_pretrained(model_path(name)).to(device).eval()
+    return tokenizer, model
+
+
+def resolve_device(device: str | None) -> str:
+    return device if device not in (None, "auto") else ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def token_nlls(texts: Sequence[str], model_name: str, batch_size: int = 32,
+               device: str | None = None) -> list[tuple[float, int]]:
+    """(summed NLL in nats, number of scored tokens) per text, in input order."""
+    device = resolve_device(device)
+    tokenizer, model = load_lm(model_name, device)
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    limit = getattr(model.config, "n_positions", None) or tokenizer.model_max_length
+    encoded = [[bos] + tokenizer(t, add_special_tokens=False)["input_ids"][: limit - 1] for t in texts]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    out: list[tuple[float, int]] = [(0.0, 0)] * len(encoded)
+    for start in range(0, len(order), batch_size):
+        batch = [encoded[i] for i in order[start:start + batch_size]]
+        width = max(len(ids) for ids in batch)
+        ids = torch.tensor([x + [bos] * (width - len(x)) for x in batch], device=device)
+        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in batch], device=device)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits.float()
+        nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+        nll = nll * mask[:, 1:]
+        for row, i in enumerate(order[start:start + batch_size]):
+            out[i] = (nll[row].sum().item(), int(mask[row, 1:].sum().item()))
+    return out
+
+
+def perplexity(texts: Sequence[str], model_name: str, batch_size: int = 32, device: str | None = None,
+               mode: str = "sentence") -> float | None:
+    """Perplexity of ``texts`` pooled as ``mode`` says; None when nothing can be scored."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: choose from {MODES}")
+    scored = [(s, n) for s, n in token_nlls(texts, model_name, batch_size, device) if n > 0]
+    if not scored:
+        return None
+    if mode == "corpus":
+        return math.exp(sum(s for s, _ in scored) / sum(n for _, n in scored))
+    return sum(math.exp(s / n) for s, n in scored) / len(scored)

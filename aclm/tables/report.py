@@ -1,0 +1,554 @@
+"""Paper tables from run results: ours (mean ± std over seeds) beside the paper's numbers.
+
+The layout comes from the grid (``configs/grids/<table>.yaml``): its index
+templates give each run's row in the reference CSV, its block columns say
+which value of result.json fills which column.  A table entry aggregates the
+seeds of one (row, column):
+
+* ``ok``      at least one seed has a value: ``mean ± std (paper; ours - paper)``,
+  with ``[n=k]`` when fewer seeds than asked for are in;
+* ``failed``  no value, and a run (or the S1 / ACLM run it needs) left
+  ``failed.json``: shown with its error;
+* ``missing`` no value and no failure: ``—``.
+
+A grid with ``average_datasets`` (Tables 10 and 11: "averaged across all 10
+languages") first averages each seed's values over the grid's datasets; a
+seed counts only when every dataset has its value.
+
+Every report names the test sets each side scored on: the paper's (the
+grid's ``reference.test_set``) and ours (each dataset's registered test file
+with the sentence count its runs recorded).
+
+Significance: in each column and row group (the row keys other than the
+method), the compared method (ACLM) against the baseline with the highest
+mean, by Welch's t-test over seeds (``scipy.stats.ttest_ind(equal_var=False)``);
+"n/a" when either side has fewer than two seeds.
+
+A grid's table is :func:`build_report`; the runs no grid lists (any run
+folders, :mod:`aclm.tables.tabulate`) go through the same :func:`assemble`, with a
+grid made for them and their own way of reading a run's status.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Protocol, Sequence
+
+import pandas as pd
+from scipy import stats
+
+from aclm.base.datasets import registry
+from aclm.base.io import atomic_write_text, read_json, sha256_path, write_json
+from aclm.base.paths import PROJECT_ROOT
+from aclm.base.registry import METHODS
+from aclm.run.stages import STAMP
+from aclm.tables.grid import Cell, Gold, Grid
+
+OK, FAILED, MISSING = "ok", "failed", "missing"
+DASH = "—"
+RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error")
+ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff")
+
+
+class Run(Protocol):
+    """What a table reads of one run: a grid's :class:`~aclm.tables.grid.Cell`, or a run found on disk."""
+
+    method: str
+    dataset: str
+    gold: Gold
+    seed: int
+    sweep: Optional[str]
+    block: int                     # which of the grid's blocks (columns) it fills
+
+    @property
+    def result_path(self) -> Path: ...
+
+    @property
+    def aug_path(self) -> Path: ...
+
+
+PerplexityFn = Callable[[Run, dict], Optional[float]]
+StatusFn = Callable[[Run], tuple[str, Optional[dict], Optional[str]]]
+
+
+# --- collecting runs -----------------------------------------------------------------------
+
+def run_status(cell: Cell) -> tuple[str, Optional[dict], Optional[str]]:
+    """(status, result, error) of one run, blaming a failed prerequisite when it has none itself.
+
+    A result whose stages are not current for the cell's config (it was made
+    with other settings, or its inputs changed) is missing, not ok; a
+    result.json without a stage stamp (written by hand) is taken as it is.
+    """
+    if cell.result_path.exists():
+        if (cell.result_path.parent / STAMP).exists() and not cell.is_done():
+            return MISSING, None, f"{cell.result_path} is stale: its config or inputs changed; re-run the grid"
+        return OK, read_json(cell.result_path), None
+    if cell.failed_path.exists():
+        return FAILED, None, read_json(cell.failed_path).get("error", "failed")
+    for need in cell.prerequisites():
+        if need.failed_path.exists():
+            what = "S1" if need.method == "gold_only" else need.method
+            return FAILED, None, f"{what} failed: {read_json(need.failed_path).get('error', 'failed')}"
+    return MISSING, None, None
+
+
+def lookup(result: dict, path: str) -> Optional[float]:
+    """The number at a dotted path (``test.multiconer/hi.f1``), or None."""
+    node = result
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def method_id(cell: Run) -> str:
+    """The method, or ``method@label`` for a sweep point (MELM-gold and MELM are ``melm@...``)."""
+    return f"{cell.method}@{cell.sweep}" if cell.sweep else cell.method
+
+
+def template_fields(grid: Grid, cell: Run) -> dict:
+    name = grid.method_names.get(method_id(cell), grid.method_names.get(cell.method, cell.method))
+    return {"gold": cell.gold, "method": cell.method, "method_name": name,
+            "dataset": cell.dataset, "lang": cell.dataset.rsplit("/", 1)[-1], "sweep": cell.sweep or ""}
+
+
+def collect(grid: Grid, cells: Sequence[Run], perplexity_fn: Optional[PerplexityFn] = None,
+            status_fn: StatusFn = run_status) -> pd.DataFrame:
+    """One row per (run, column): the index columns, then RUN_COLUMNS."""
+    clash = set(grid.index) & {*RUN_COLUMNS, *ENTRY_COLUMNS}
+    if clash:
+        raise ValueError(f"{grid.name}: index columns {sorted(clash)} clash with the report's own columns")
+    rows = []
+    for cell in cells:
+        status, result, error = status_fn(cell)
+        fields = template_fields(grid, cell)
+        index = {k: t.format(**fields) for k, t in grid.index.items()}
+        for column, path in grid.blocks[cell.block].columns.items():
+            value, row_status, row_error = None, status, error
+            if result is not None:
+                value = perplexity_fn(cell, result) if path == "perplexity" and perplexity_fn else lookup(result, path)
+                if value is None:
+                    row_status, row_error = MISSING, f"{cell.result_path} has no {path}"
+            rows.append({**index, "column": column.format(**fields), "method_id": method_id(cell), "seed": cell.seed,
+                         "run_dataset": cell.dataset, "score": value, "status": row_status, "error": row_error})
+    long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
+    if grid.average_datasets:
+        long = average_datasets(long, grid)
+    return add_derived(long, grid)
+
+
+def combined(parts: pd.DataFrame) -> dict:
+    """The mean of ``parts``' scores when all are ok; else failed (any failed) or missing, with the first error."""
+    states = set(parts["status"])
+    status = OK if states == {OK} else FAILED if FAILED in states else MISSING
+    errors = parts["error"].dropna()
+    return {"score": parts["score"].mean() if status == OK else None, "status": status,
+            "error": None if status == OK else (errors.iloc[0] if len(errors) else None)}
+
+
+def average_datasets(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Per seed, each entry's mean over the datasets of the grid (the paper's average over languages).
+
+    A seed's average needs every dataset's value: the paper's numbers are
+    averages over all of them, and one over fewer would not compare.  A
+    failure or gap names its dataset.
+    """
+    keys = [*grid.index, "column", "method_id", "seed"]
+    rows = []
+    for key, group in long.groupby(keys, sort=False):
+        blamed = group.assign(error=[None if pd.isna(e) else f"{d}: {e}"
+                                     for d, e in zip(group["run_dataset"], group["error"])])
+        rows.append({**dict(zip(keys, key)), "run_dataset": ", ".join(group["run_dataset"]), **combined(blamed)})
+    return pd.DataFrame(rows, columns=long.columns)
+
+
+def add_derived(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Per-seed averages over columns (avg_mono ...), for rows that have all their parts in the grid."""
+    keys = [*grid.index, "method_id", "seed"]
+    extra = []
+    for name, parts in grid.derived.items():
+        for key, group in long[long["column"].isin(parts)].groupby(keys, sort=False):
+            by_column = group.set_index("column")
+            if set(by_column.index) != set(parts):
+                continue
+            extra.append({**dict(zip(keys, key)), "column": name, **combined(by_column)})
+    return pd.concat([long, pd.DataFrame(extra, columns=long.columns)], ignore_index=True) if extra else long
+
+
+# --- aggregating ---------------------------------------------------------------------------
+
+def read_reference(grid: Grid, root: Path = PROJECT_ROOT) -> tuple[pd.DataFrame, list[str]]:
+    """The paper's numbers in long form (index columns, column, paper) and the CSV's column order."""
+    path = Path(grid.reference["file"])
+    table = pd.read_csv(path if path.is_absolute() else root / path, dtype=str)
+    for key, value in (grid.reference.get("where") or {}).items():
+        table = table[table[key] == str(value)]
+    keys = [k for k in grid.index if k in table.columns]
+    columns = [c for c in table.columns if c not in keys and c not in (grid.reference.get("where") or {})]
+    long = table.melt(id_vars=keys, value_vars=columns, var_name="column", value_name="paper")
+    long["paper"] = pd.to_numeric(long["paper"], errors="coerce")
+    for key in grid.index:
+        if key not in long.columns:  # a constant row key the CSV spells as a filter (Tables 5-7)
+            long[key] = str(grid.index[key])
+    return long, columns
+
+
+def summarize(long: pd.DataFrame, grid: Grid, reference: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """One row per (table row, column): n, expected seeds, mean, std, paper, diff, status, error, values."""
+    keys = [*grid.index, "column", "method_id"]
+    out = []
+    for key, group in long.groupby(keys, sort=False):
+        ok = group[group["status"] == OK]
+        values = [float(v) for v in ok["score"]]
+        n = len(values)
+        status = OK if n else FAILED if (group["status"] == FAILED).any() else MISSING
+        errors = group.loc[group["status"] != OK, "error"].dropna()
+        out.append({**dict(zip(keys, key)), "n": n, "expected": len(group),
+                    "mean": sum(values) / n if n else math.nan,
+                    "std": pd.Series(values).std(ddof=1) if n >= 2 else math.nan,
+                    "status": status, "error": errors.iloc[0] if len(errors) else None,
+                    "seeds": ",".join(str(s) for s in ok["seed"]), "values": values})
+    summary = pd.DataFrame(out)
+    if reference is not None and len(summary):
+        summary = summary.merge(reference, on=[*grid.index, "column"], how="left")
+    else:
+        summary["paper"] = math.nan
+    summary["diff"] = summary["mean"] - summary["paper"]
+    return summary
+
+
+def has_paper(grid: Grid) -> bool:
+    """Whether the paper's numbers stand beside ours (a grid of any runs may have none)."""
+    return bool(grid.reference.get("file"))
+
+
+def method_key(grid: Grid) -> Optional[str]:
+    return next((k for k, t in grid.index.items() if "{method" in t), None)
+
+
+def group_keys(grid: Grid) -> list[str]:
+    """The row keys other than the method: the rows one significance test compares."""
+    return [k for k in grid.index if k != method_key(grid)]
+
+
+def significance(summary: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Per row group and column: the compared method vs the best baseline (highest mean), Welch's p."""
+    keys = group_keys(grid)
+    columns = [*keys, "column", "method_id", "best", "n_method", "n_best", "p_value"]
+    target, baselines = grid.compare.get("method"), set(grid.compare.get("baselines", []))
+    if not target or method_key(grid) is None or summary.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for key, part in summary.groupby([*keys, "column"], sort=False):
+        ours = part[part["method_id"] == target]
+        rivals = part[part["method_id"].isin(baselines) & (part["n"] > 0)]
+        if ours.empty or rivals.empty:
+            continue
+        best = rivals.loc[rivals["mean"].idxmax()]
+        a, b = ours.iloc[0]["values"], best["values"]
+        p = stats.ttest_ind(a, b, equal_var=False).pvalue if len(a) >= 2 and len(b) >= 2 else math.nan
+        rows.append({**dict(zip([*keys, "column"], key)), "method_id": target, "best": best["method_id"],
+                     "n_method": len(a), "n_best": len(b), "p_value": float(p)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+# --- rendering -----------------------------------------------------------------------------
+
+def _num(x: float) -> str:
+    return DASH if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
+
+
+def shorten(text: str, width: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def entry_text(row: pd.Series, with_paper: bool = True) -> str:
+    """``mean ± std (paper; diff) [n=k]``, ``FAILED: error (paper)`` or ``— (paper)``; without the
+    parenthesis when no paper stands beside."""
+    ok = row["status"] == OK
+    paper = ""
+    if with_paper:
+        diff = f"; {row['diff']:+.2f}" if ok and not math.isnan(row["paper"]) else ""
+        paper = f" ({_num(row['paper'])}{diff})"
+    if ok:
+        ours = _num(row["mean"]) + (f" ± {row['std']:.2f}" if row["n"] >= 2 else "")
+        count = f" [n={row['n']}]" if row["n"] != row["expected"] else ""
+        return f"{ours}{paper}{count}"
+    if row["status"] == FAILED:
+        return f"FAILED: {shorten(row['error'])}{paper}"
+    return f"{DASH}{paper}"
+
+
+def column_order(summary: pd.DataFrame, reference_columns: list[str]) -> list[str]:
+    present = list(dict.fromkeys(summary["column"]))
+    return [c for c in reference_columns if c in present] + [c for c in present if c not in reference_columns]
+
+
+def wide_table(summary: pd.DataFrame, sig: pd.DataFrame, grid: Grid, reference_columns: list[str]) -> pd.DataFrame:
+    """The paper's layout: a row per index, a column per reference column, p-value rows per group."""
+    keys = list(grid.index)
+    columns = column_order(summary, reference_columns)
+    texts = summary.assign(text=summary.apply(entry_text, axis=1, with_paper=has_paper(grid)))
+    table = texts.pivot_table(index=keys, columns="column", values="text", aggfunc="first", sort=False)
+    table = table.reindex(columns=columns).fillna("").reset_index()
+    mkey, keys = method_key(grid), group_keys(grid)
+    if sig.empty or mkey is None:
+        return table
+    label = f"p: {grid.method_names.get(grid.compare['method'], grid.compare['method'])} vs best baseline"
+    out = []
+    for group, part in table.groupby(keys, sort=False) if keys else [((), table)]:
+        group = dict(zip(keys, group if isinstance(group, tuple) else (group,)))
+        out.append(part)
+        found = sig[(sig[list(group)] == pd.Series(group)).all(axis=1)] if group else sig
+        if found.empty:
+            continue
+        p_row = {**group, mkey: label}
+        for _, s in found.iterrows():
+            name = grid.method_names.get(s["best"], s["best"])
+            p_row[s["column"]] = f"{name}: " + ("n/a" if math.isnan(s["p_value"]) else f"p={s['p_value']:.3g}")
+        out.append(pd.DataFrame([p_row], columns=table.columns).fillna(""))
+    return pd.concat(out, ignore_index=True)
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, table.columns)) + " |", "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                 "±": r"$\pm$", DASH: "---", "…": r"\dots{}"}
+
+
+def latex_table(table: pd.DataFrame, caption: str) -> str:
+    def esc(x) -> str:
+        return "".join(LATEX_ESCAPES.get(ch, ch) for ch in str(x))
+
+    lines = [r"\begin{table*}[t]", r"\centering", r"\small", r"\begin{tabular}{" + "l" * len(table.columns) + "}",
+             r"\toprule", " & ".join(map(esc, table.columns)) + r" \\", r"\midrule"]
+    lines += [" & ".join(map(esc, row)) + r" \\" for row in table.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{esc(caption)}}}", r"\end{table*}"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: pd.DataFrame, grid: Grid, path: Path) -> Optional[Path]:
+    """Ours (mean ± std, solid) and the paper (dashed) for each plotted column."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_key, ys = grid.plot.get("x"), [y for y in grid.plot.get("y", []) if y in set(summary["column"])]
+    if not x_key or not ys:
+        return None
+    series_keys = [k for k in grid.index if k != x_key and summary[k].nunique() > 1]
+    xs = list(dict.fromkeys(summary[x_key]))  # evenly spaced, in grid order (gold sizes grow ~2x)
+    position = {x: i for i, x in enumerate(xs)}
+    fig, axes = plt.subplots(1, len(ys), figsize=(4.5 * len(ys), 3.6), squeeze=False)
+    for ax, y in zip(axes[0], ys):
+        part = summary[summary["column"] == y]
+        groups = part.groupby(series_keys, sort=False) if series_keys else [("ours", part)]
+        for i, (name, g) in enumerate(groups):
+            color = f"C{i % 10}"
+            label = " ".join(name) if isinstance(name, tuple) else str(name)
+            g = g.assign(pos=g[x_key].map(position)).sort_values("pos")
+            have = g[g["n"] > 0]
+            ax.errorbar(have["pos"], have["mean"], yerr=have["std"].fillna(0), color=color, marker="o",
+                        capsize=3, label=label)
+            ax.plot(g["pos"], g["paper"], color=color, linestyle="--", marker="x", alpha=0.6)
+        ax.set_title(y)
+        ax.set_xlabel(x_key)
+        ax.set_xticks(list(position.values()), xs, rotation=30 if len(xs) > 4 else 0)
+    axes[0][0].legend(fontsize="small", title="solid: ours, dashed: paper", title_fontsize="small")
+    fig.suptitle(grid.title, fontsize="medium")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+CONSTRAINED_MEANINGS = {
+    "off": "unconstrained, as the paper",
+    "labels": "no generation can break the label-token grammar (an extension, not in the paper)",
+    "entities": "as labels, and each template's entities are written exactly and in order (an extension, not in "
+                "the paper; DAGA and MulDA have no template: labels)",
+}
+
+
+def settings_notes(cells: Sequence[Run]) -> list[str]:
+    """What every table must say beside it: mixner's gate (its sigma is not in the paper) and the generator."""
+    mixner, generators = set(), set()
+    for cell in cells:
+        method = METHODS.get(cell.method)
+        if method and method.generator and cell.result_path.exists():
+            config = read_json(cell.result_path).get("config", {})
+            m = config.get("generation", {}).get("mixner", {})
+            if method.generation == "aclm" and m:
+                mixner.add((m.get("mode"), m.get("beta"), m.get("gamma_sigma"), m.get("code_mixed_rounds")))
+            generators.add(config.get(method.generator, {}).get("model"))
+    notes = []
+    for mode, beta, sigma, mixed in sorted(mixner, key=str):
+        if mode == "paper":
+            notes.append(f"mixner: mixes a round when gamma ~ N(0.5, sigma = {sigma}) exceeds beta = {beta}; "
+                         f"sigma is not given in the paper (generation.mixner.gamma_sigma).")
+        elif mode == "code":
+            notes.append(f"mixner: the released code's schedule, the last {mixed} rounds mixed (no gamma).")
+        else:
+            notes.append(f"mixner: {mode}.")
+    notes += [f"generator: {g}" + (" (random weights: generated text means nothing)" if "tiny" in str(g) else "")
+              for g in sorted(generators, key=str)]
+    return notes + constrained_notes(cells)
+
+
+def constrained_notes(cells: Sequence[Run]) -> list[str]:
+    """Which decoding constraint (``generation.constrained``; docs/constrained-decoding.md) the runs used, by
+    method; results from before the key existed decoded unconstrained."""
+    methods: dict[str, set[str]] = {}
+    for cell in cells:
+        method = METHODS.get(cell.method)
+        if method and method.decoding and cell.result_path.exists():
+            config = read_json(cell.result_path).get("config", {})
+            mode = config.get(method.decoding, {}).get("constrained", "off")
+            methods.setdefault(str(mode), set()).add(cell.method)
+    return [f"decoding: constrained = {mode} ({', '.join(sorted(names))}): "
+            f"{CONSTRAINED_MEANINGS.get(mode, mode)}." for mode, names in sorted(methods.items())]
+
+
+def test_sets(paper: Optional[str], cells: Sequence[Run]) -> str:
+    """Which test sets the paper's numbers (``paper``, a grid's ``reference.test_set``; None: no paper) and ours
+    come from.
+
+    Ours are the runs' datasets and every test set they scored on, each with
+    its registered test file (a dataset folder has none registered) and the
+    sentence counts the runs recorded (``sizes`` in result.json), so a table
+    on the held-out slice never passes for one on the official test sets.
+    """
+    specs = registry()
+    counts: dict[str, set[int]] = {}
+    for cell in cells:
+        spec = specs.get(cell.dataset)
+        for name in (spec.union if spec else None) or [cell.dataset]:
+            counts.setdefault(name, set())
+        if cell.result_path.exists():
+            for key, n in read_json(cell.result_path).get("sizes", {}).items():
+                if key.startswith("test:"):
+                    counts.setdefault(key[len("test:"):], set()).add(n)
+    files = {name: (specs[name].test or "no test file") if name in specs else "a dataset folder" for name in counts}
+    ours = [f"{name} ({files[name]}, "
+            + (f"{' or '.join(map(str, sorted(ns)))} sentences)" if ns else "no run scored yet)")
+            for name, ns in counts.items()]
+    return "Test sets. " + (f"Paper: {paper}. " if paper else "") + f"Ours: {'; '.join(ours)}."
+
+
+def averaging_note(grid: Grid, cells: Sequence[Run]) -> list[str]:
+    """The datasets an averaged grid's entries cover, so a sliced run never passes for the full average."""
+    if not grid.average_datasets or not cells:
+        return []
+    covered = sorted({cell.dataset for cell in cells})
+    return [f"Entries: per seed, the mean over {len(covered)} datasets ({', '.join(covered)}); "
+            f"a seed counts only when all of them have a value."]
+
+
+def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.DataFrame, long: pd.DataFrame,
+                    notes: Optional[list[str]] = None) -> str:
+    counts = summary.groupby("status").size().to_dict()
+    entry = "ours mean ± std over seeds (paper; ours − paper)" if has_paper(grid) else "mean ± std over seeds"
+    lines = [f"## {grid.title}", "",
+             f"Profile `{profile}`; entries ok {counts.get(OK, 0)}, failed {counts.get(FAILED, 0)}, "
+             f"missing {counts.get(MISSING, 0)}. Entry: {entry}, "
+             f"[n=k] when only k of the seeds asked for are in; {DASH} missing."]
+    if grid.compare:
+        lines.append("p: two-sided Welch's t-test of the compared method against the baseline with the highest "
+                     "mean in that column and group (n/a: fewer than 2 seeds on a side).")
+    lines += ["", markdown_table(table)]
+    if notes:
+        lines += ["", *notes]
+    failures = long[(long["status"] != OK) & long["error"].notna()].drop_duplicates(["error"])
+    if len(failures):
+        lines += ["", "Failures and gaps:"]
+        lines += [f"- {' '.join(str(r[k]) for k in grid.index)} {r['column']} seed {r['seed']}: "
+                  f"{shorten(r['error'], 300)}" for _, r in failures.iterrows()]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Report:
+    markdown: str
+    summary: pd.DataFrame
+    significance: pd.DataFrame
+    table: pd.DataFrame
+    caption: str          # the LaTeX caption: the title and the test sets
+
+
+def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Optional[PerplexityFn] = None,
+                 root: Path = PROJECT_ROOT) -> Report:
+    """A paper table: the grid's cells beside its reference CSV (a grid naming no test set, Table 3, says none)."""
+    reference, reference_columns = read_reference(grid, root)
+    paper = grid.reference.get("test_set")
+    tested = test_sets(paper, cells) if paper else None
+    return assemble(grid, cells, profile, reference, reference_columns, tested, run_status, perplexity_fn)
+
+
+def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[pd.DataFrame],
+             reference_columns: list[str], tested: Optional[str], status_fn: StatusFn = run_status,
+             perplexity_fn: Optional[PerplexityFn] = None) -> Report:
+    """The report of ``runs`` laid out by ``grid``: ``reference`` holds the paper's numbers in long form
+    (index columns, column, paper; None: none), ``tested`` the test-set line, ``status_fn`` reads a run."""
+    long = collect(grid, runs, perplexity_fn, status_fn)
+    summary = summarize(long, grid, reference)
+    sig = significance(summary, grid)
+    table = wide_table(summary, sig, grid, reference_columns)
+    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs)]
+    caption = f"{grid.title}. {tested}" if tested else grid.title
+    return Report(markdown_report(grid, profile, table, summary, long, notes), summary, sig, table, caption)
+
+
+def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
+    """``<table>.md``, ``.csv`` (one row per entry, with p-values), ``.tex`` and ``.png`` under ``out_dir``."""
+    out_dir = Path(out_dir)
+    stem = out_dir / grid.name
+    csv = report.summary.drop(columns=["values"]).merge(
+        report.significance.rename(columns={"best": "best_baseline"}),
+        on=[*group_keys(grid), "column", "method_id"], how="left")
+    atomic_write_text(stem.with_suffix(".md"), report.markdown)
+    atomic_write_text(stem.with_suffix(".csv"), csv.to_csv(index=False))
+    atomic_write_text(stem.with_suffix(".tex"), latex_table(report.table, report.caption))
+    written = [stem.with_suffix(s) for s in (".md", ".csv", ".tex")]
+    png = plot(report.summary, grid, stem.with_suffix(".png"))
+    return written + ([png] if png else [])
+
+
+# --- Table 3: perplexity of each run's augmentations ----------------------------------------
+
+class PerplexityCache:
+    """Perplexity per (aug.conll content, model, mode), kept in a JSON file so re-aggregating is free."""
+
+    def __init__(self, path: Path, mode: str = "sentence", device: Optional[str] = None):
+        self.path, self.mode, self.device = Path(path), mode, device
+        self.values: dict = read_json(self.path) if self.path.exists() else {}
+
+    def __call__(self, cell: Run, result: dict) -> Optional[float]:
+        from aclm.base.data import read_conll
+        from aclm.tables.perplexity import perplexity
+
+        if not cell.aug_path.exists():
+            return None
+        analysis = result["config"]["analysis"]
+        key = f"{sha256_path(cell.aug_path)}|{analysis['perplexity_model']}|{self.mode}"
+        if key not in self.values:
+            # a method that kept no augmentation writes an empty aug.conll (perplexity None)
+            texts = [" ".join(s.tokens) for s in read_conll(cell.aug_path, allow_empty=True)]
+            self.values[key] = perplexity(texts, analysis["perplexity_model"], analysis["batch_size"],
+                                          self.device, self.mode)
+            write_json(self.path, self.values)
+        return self.values[key]
