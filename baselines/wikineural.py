@@ -16,7 +16,6 @@ from omegaconf import DictConfig
 from aclm.base.augmentation import Gold, kept_row
 from aclm.base.data import check_label_sets
 from aclm.base.datasets import get_spec, load_split, resolve_data_dir
-from aclm.base.io import read_json
 
 
 def silver_name(language: str) -> str:
@@ -31,7 +30,7 @@ def silver_files(c: DictConfig) -> list[Path]:
 def silver_count(c: DictConfig, gold: Gold) -> int:
     """As many silver sentences as ACLM added in this setting, else R x gold (its attempts)."""
     aclm = gold.needs.get("aclm")
-    return read_json(aclm / "report.json")["added"] if aclm else c.generation.rounds * len(gold.train)
+    return aclm["added"] if aclm else c.generation.rounds * len(gold.train)
 
 
 def augment(c: DictConfig, gold: Gold) -> tuple[list[dict], dict]:

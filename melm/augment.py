@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from pathlib import Path
 
 from omegaconf import DictConfig
 
 from aclm.base.augmentation import Gold
-from aclm.base.datasets import get_spec, resolve_data_dir
 from aclm.base.runtime import Timings, seed_everything
-from melm.codemix import code_mix, load_code_mix_pool, sbert_embedder
+from melm.codemix import code_mix, sbert_embedder
 from melm.encoding import Seed, encode, load_mlm
 from melm.generation import fill_jobs, plan_jobs, read_all, screen
+from melm.sources import load_code_mix_pool
 from melm.training import finetune, training_features
 
 log = logging.getLogger("melm")
@@ -54,14 +53,6 @@ def code_mixed_seeds(cfg: DictConfig, gold: Gold) -> tuple[list[Seed], list[str]
         mixed = code_mix([gold.train[i] for i in index], pool, embed, cfg.seed)
         seeds += [replace(seed, source=index[seed.source]) for seed in mixed]
     return seeds, sorted(by_language)
-
-
-def code_mix_files(c: DictConfig) -> list[Path]:
-    """The train files code-mixing borrows entities from (none when it is off or multilingual)."""
-    if not c.melm.code_mix:
-        return []
-    base = resolve_data_dir(c.data_dir)
-    return [get_spec(name).path(get_spec(name).train, base) for name in c.melm.code_mix_languages]
 
 
 def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:

@@ -28,7 +28,6 @@ from torch.nn import functional as F
 
 from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence
-from aclm.base.datasets import get_spec, load_split
 from melm.encoding import Seed
 
 Embed = Callable[[list[str]], torch.Tensor]
@@ -43,17 +42,6 @@ class Mention:
     @property
     def text(self) -> str:
         return " ".join(self.words)
-
-
-def load_code_mix_pool(names: Sequence[str], data_dir: str, language: str) -> dict[str, list[TaggedSentence]]:
-    """Training sentences of the named datasets, by language; the target language itself is refused."""
-    pool: dict[str, list[TaggedSentence]] = {}
-    for name in names:
-        other = get_spec(name).language
-        if other == language:
-            raise ValueError(f"code-mixing needs other languages, but {name!r} is {language!r} like the gold data")
-        pool.setdefault(other, []).extend(load_split(name, "train", data_dir) or [])
-    return pool
 
 
 def foreign_mentions(pool: Mapping[str, Sequence[TaggedSentence]]) -> list[Mention]:

@@ -18,11 +18,10 @@ import json
 
 from aclm.base.config import load_config
 from aclm.base.data import bio_spans
-from aclm.base.io import read_json, read_jsonl
-from aclm.run import experiment as ex
-from aclm.run import layout
+from aclm.run import layout, outputs
 from aclm.run.chain import result_dir
 from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.gold import dataset_files
 from aclm.run.layout import RunLayout
 
 EXAMPLES = 6
@@ -41,8 +40,8 @@ def own_words(g: dict) -> list[str]:
 def show_examples(cfg) -> None:
     """Kept augmentations with words of the generator's own first, then the rest; source, template, output."""
     run = RunLayout.of(cfg)
-    generations = read_jsonl(run.stage(layout.S5) / layout.GENERATIONS)
-    templates = read_jsonl(run.stage(layout.S3) / "train.jsonl")
+    generations = outputs.generations(run.stage(layout.S5))
+    templates = outputs.template_rows(run.stage(layout.S3), "train")
     def rank(g: dict) -> int:  # kept with words of its own, kept, kept but entity-free (dropped in S6), malformed
         if g["status"] != "kept":
             return 3
@@ -76,8 +75,8 @@ def bracketed(tokens: list[str], tags: list[str]) -> str:
 def show_keywords(cfg) -> None:
     """Sentences with the keywords the fine-tuned tagger's attention chose, and the candidates they beat."""
     run = RunLayout.of(cfg)
-    rows = [r for r in read_jsonl(run.stage(layout.S2) / "train.jsonl") if r["keywords"]]
-    templates = read_jsonl(run.stage(layout.S3) / "train.jsonl")
+    rows = [r for r in outputs.keyword_rows(run.stage(layout.S2), "train") if r["keywords"]]
+    templates = outputs.template_rows(run.stage(layout.S3), "train")
     by_tokens = {tuple(t["tokens"]): t["template"] for t in templates}
     print("\nS2: the words each sentence's entities attend to most (summed attention from the entities,\n"
           f"last 4 layers of the fine-tuned tagger); ACLM keeps these in its templates and masks the rest (p = "
@@ -96,14 +95,14 @@ def show_keywords(cfg) -> None:
 def main() -> None:
     args, _ = parse(stage_parser(__doc__))
     overrides = ["profile=mini", "gold=100", f"ner.epochs={DEMO_EPOCHS}", "run_dir=runs/demo", *args.overrides]
-    missing = [p for p in ex.dataset_files(load_config(overrides)) if not p.exists()]
+    missing = [p for p in dataset_files(load_config(overrides)) if not p.exists()]
     if missing and not any(o.startswith("dataset=") for o in args.overrides):
         print(f"{missing[0]} not found (set ACLM_DATA_DIR to the data folder): using the bundled sample instead")
         overrides += ["dataset=sample/en", "gold=full"]
     results = {}
     for method in ("gold_only", "aclm"):
         cfg = load_config([*overrides, f"method={method}"])
-        results[method] = read_json(result_dir(cfg) / layout.RESULT)
+        results[method] = outputs.result(result_dir(cfg))
     report = results["aclm"]["augmentation"]
     print(f"\n=== {cfg.dataset}, {results['gold_only']['sizes']['train']} gold sentences, profile {cfg.profile} ===")
     print(f"tagger: {cfg.ner.model} (real pretrained weights); generator: {cfg.generator.model}")

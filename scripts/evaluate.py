@@ -89,7 +89,7 @@ def main() -> None:
     if args.model:
         from aclm.base.datasets import load_split
         from aclm.base.runtime import select_device
-        from aclm.run.experiment import test_names
+        from aclm.run.gold import test_names
         from aclm.run.tagger import load_tagger, predict_tags
 
         select_device(cfg.device)

@@ -36,12 +36,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from aclm.base.augmentation import GenerationRow
 from aclm.base.data import TaggedSentence
-from aclm.base.io import read_json, read_jsonl
-from aclm.run import layout
+from aclm.run import layout, outputs
+from aclm.run.chain import run_method
 from aclm.run.cli import main_guard, parse, stage_parser
 from aclm.run.layout import RunLayout
-from aclm.run.stages import STAMP
 from aclm.steps.postprocess import too_similar
 
 EXAMPLES = 5
@@ -61,7 +61,7 @@ def groups(src: dict, partner: dict | None) -> tuple[str, str]:
     return "mixed" if partner else "plain", "long_entities" if longest >= LONG_ENTITY else "short_entities"
 
 
-def aclm_shares(rows: list[dict], sources: list[dict]) -> tuple[dict, list[dict]]:
+def aclm_shares(rows: list[GenerationRow], sources: list[dict]) -> tuple[dict, list[dict]]:
     """The shares of the docstring over S5's rows; ``sources`` are S3's train rows (tokens, tags)."""
     counts = Counter()
     by_group: dict[str, Counter] = {}
@@ -118,13 +118,13 @@ def scratch_shares(facts: dict) -> dict:
 
 def quality(method_dir: Path) -> dict:
     s5 = method_dir / layout.S5
-    report = read_json(method_dir / layout.S6 / layout.REPORT)
-    if (s5 / layout.GENERATIONS).exists():
-        rows = read_jsonl(s5 / layout.GENERATIONS)
-        sources = read_jsonl(method_dir / layout.S3 / "train.jsonl")
+    report = outputs.augmentation_report(method_dir / layout.S6)
+    if s5.exists():
+        rows = outputs.generations(s5)
+        sources = outputs.template_rows(method_dir / layout.S3, "train")
         out, examples = aclm_shares(rows, sources)
     else:
-        out, examples = scratch_shares(read_json(method_dir / layout.AUGMENT / STAMP)["facts"]), []
+        out, examples = scratch_shares(outputs.generation_facts(method_dir / layout.AUGMENT)), []
     out["s6_added"] = report["added"]
     out["diversity"] = report["diversity"]
     return {"method_dir": str(method_dir), **out, "examples": examples}
@@ -136,8 +136,6 @@ def main() -> None:
     parser.add_argument("--no-run", action="store_true", help="only read the run's files; run no stage")
     args, cfg = parse(parser)
     if not args.no_run:
-        from aclm.run.chain import run_method
-
         run_method(cfg, until=layout.S6)
     result = {"generator": cfg.generator.model, **quality(RunLayout.of(cfg).method_dir)}
     print(json.dumps(result, indent=2, ensure_ascii=False))

@@ -3,19 +3,18 @@
 
     python scripts/run_method.py method=aclm profile=tiny dataset=multiconer/en gold=100 seed=1
     python scripts/run_method.py method=lwtr profile=tiny dataset=conll2003/en gold=200 seed=1
+    python scripts/run_method.py --list                        # the method table
+    python scripts/run_method.py --list-stages method=aclm     # a method's chain (every method's without method=)
 
-Prints where the run's result.json is, and its F1.  ``--list`` prints the method table.
+Prints where the run's result.json is, and its F1.
 """
 
 from __future__ import annotations
 
-import argparse
-
 from aclm.base import registry
-from aclm.base.io import read_json
-from aclm.run.chain import result_dir
+from aclm.run import outputs
+from aclm.run.chain import chain, result_dir
 from aclm.run.cli import main_guard, parse, stage_parser
-from aclm.run.layout import RESULT
 
 
 def list_methods() -> None:
@@ -26,17 +25,35 @@ def list_methods() -> None:
         print(f"{m.name:<17} {m.generation:<8} {m.summary}" + (f"  [{extra}]" if extra else ""))
 
 
+def list_stages(overrides: list[str]) -> None:
+    """Each method's chain under this config (the consistency filter and storage keys change it)."""
+    _, cfg = parse(stage_parser(__doc__), overrides)
+    given = any(o.startswith("method=") for o in overrides)
+    for name in [cfg.method] if given else registry.METHODS:
+        method_cfg = cfg if given else parse(stage_parser(__doc__), [*overrides, f"method={name}"])[1]
+        augment = registry.get(name).augment
+        print(f"{name}" + (f" (augment: {augment})" if augment else "") + ":")
+        for step in chain(method_cfg):
+            print(f"  {step.describe()}")
+
+
 def main() -> None:
     parser = stage_parser(__doc__)
     parser.add_argument("--list", action="store_true", help="print the method table and exit")
-    if parser.parse_known_args()[0].list:
+    parser.add_argument("--list-stages", action="store_true",
+                        help="print the method's chain of stages (every method's without method=) and exit")
+    known = parser.parse_known_args()[0]
+    if known.list:
         list_methods()
+        return
+    if known.list_stages:
+        list_stages(known.overrides)
         return
     _, cfg = parse(parser)
     out = result_dir(cfg)
-    result = read_json(out / RESULT)
+    result = outputs.result(out)
     print(f"{cfg.method} on {cfg.dataset} (gold {cfg.gold}, seed {cfg.seed}): F1 {result['f1']:.2f}  "
-          f"[{out / RESULT}]")
+          f"[{out / 'result.json'}]")
 
 
 if __name__ == "__main__":

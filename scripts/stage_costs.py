@@ -25,13 +25,13 @@ from pathlib import Path
 import torch
 
 from aclm.base.config import load_config
-from aclm.base.io import read_json, write_json
+from aclm.base.io import write_json
 from aclm.base.runtime import setup_logging
-from aclm.run import layout
+from aclm.run import layout, outputs
 from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
 from aclm.run.layout import RunLayout
-from aclm.run.stages import STAMP, pruned_files
+from aclm.run.stages import facts, pruned_files, stamp
 from aclm.tables.grid import expand, load_grid
 
 TRAINED = {layout.S1: "ner", layout.S7: "ner", layout.S4: "generator"}     # per-epoch stages, and their section
@@ -57,7 +57,7 @@ def matmul_flops(device: str, n: int = 2048, repeats: int = 5) -> float:
 
 
 def sentences_of(data: Path, split: str) -> int:
-    return read_json(data / STAMP)["facts"][split]
+    return facts(data)[split]
 
 
 def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
@@ -70,28 +70,28 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     paper = load_config(["profile=paper", f"dataset={cfg.dataset}"])
     data, scores = done[layout.DATA], list(done.values())[-1]
     train, dev = sentences_of(data, "train"), sentences_of(data, "dev")
-    tested = sum(n for k, n in read_json(scores / layout.RESULT)["sizes"].items() if k.startswith("test:"))
-    per_scored = read_json(scores / STAMP)["seconds"] / tested        # seconds per sentence the tagger scores
+    tested = sum(n for k, n in outputs.result(scores)["sizes"].items() if k.startswith("test:"))
+    per_scored = stamp(scores)["seconds"] / tested        # seconds per sentence the tagger scores
     rows = []
     for name, path in done.items():
-        stamp = read_json(path / STAMP)
-        facts, seconds = stamp["facts"], stamp["seconds"]
-        written = sum(stamp["outputs"].values())
-        row = {"stage": name, "seconds": seconds, **stamp.get("memory", {}), "bytes_written": written,
+        record = stamp(path)
+        built, seconds = record["facts"], record["seconds"]
+        written = sum(record["outputs"].values())
+        row = {"stage": name, "seconds": seconds, **record.get("memory", {}), "bytes_written": written,
                "bytes_kept": written - sum(pruned_files(path).values())}
         if name in (layout.S1, layout.S7):
             epochs, dev_pass = cfg.ner.epochs, dev * per_scored
             training = max(seconds - (epochs + 1) * dev_pass, 0.0) / epochs
             # the paper's S7 trains on gold + up to R x gold generations (all kept: an upper bound)
-            grow = (1 + paper.generation.rounds) * train / facts["train"] if name == layout.S7 else 1.0
+            grow = (1 + paper.generation.rounds) * train / built["train"] if name == layout.S7 else 1.0
             row.update(unit="epoch", per_unit=seconds / epochs,
                        paper_seconds=paper.ner.epochs * (training * grow + dev_pass) + dev_pass)
         elif name == layout.S4:
             row.update(unit="epoch", per_unit=seconds / cfg.generator.epochs,
                        paper_seconds=seconds / cfg.generator.epochs * paper.generator.epochs)
         elif name == layout.S5:
-            row.update(unit="1k templates", per_unit=seconds / facts["generated"] * 1000,
-                       paper_seconds=seconds / facts["generated"] * paper.generation.rounds * train)
+            row.update(unit="1k templates", per_unit=seconds / built["generated"] * 1000,
+                       paper_seconds=seconds / built["generated"] * paper.generation.rounds * train)
         elif name in (layout.S1_EVAL, layout.S7_EVAL):
             row.update(unit="1k test sent.", per_unit=per_scored * 1000, paper_seconds=seconds)
         else:

@@ -13,7 +13,8 @@ from aclm.builders.tiny_models import build_tiny_models
 from aclm.steps.screening import MalformedGeneration, zero_counts
 from aclm.steps.templates import label_tokens
 from melm.augment import augment
-from melm.codemix import code_mix, load_code_mix_pool, nearest_same_type
+from melm.codemix import code_mix, nearest_same_type
+from melm.sources import load_code_mix_pool
 from melm.encoding import Seed, encode, load_mlm, melm_words
 from melm.generation import (Job, entity_mask_share, fill_jobs, mask_positions, plan_jobs, read_all, read_back,
                              screen)

@@ -21,7 +21,7 @@ from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, split_at_commas
 from aclm.base.datasets import load_split
 from aclm.run import pipeline, stages
-from aclm.run.chain import augment_stage
+from aclm.run.pipeline import augment_stage
 from aclm.steps import generation
 from aclm.steps.postprocess import filter_augmentations
 from aclm.steps.screening import COUNT_KEYS

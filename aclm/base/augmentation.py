@@ -1,15 +1,18 @@
 """What every augmentation method receives and returns.
 
 A method gets a ``Gold`` (the setting's gold data and a scratch folder) and
-returns rows for ``generations.jsonl``; a row it keeps is built by
-``kept_row``.  A leaf module, so the methods (``baselines/``, ``melm/``) and
-``aclm.run.chain``, which dispatches to them, can all import it.
+returns rows for ``generations.jsonl``, one :class:`GenerationRow` per
+candidate it screened or kept; a row it keeps is built by ``kept_row``.
+ACLM's S5 writes the same rows.  A leaf module, so the methods
+(``baselines/``, ``melm/``), the method's steps and the stages that run them
+can all import it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional, TypedDict
 
 from aclm.base.data import TaggedSentence
 
@@ -26,9 +29,30 @@ class Gold:
     dev_languages: list[str]             # each dev sentence's
     device: object
     work_dir: Path
-    needs: dict[str, Path] = field(default_factory=dict)   # S6 of the methods it needs, where they ran
+    needs: dict[str, dict] = field(default_factory=dict)   # the S6 report of each method it needs that ran
 
 
-def kept_row(sentence: TaggedSentence, sources: list[int], **extra) -> dict:
+class _Screened(TypedDict):
+    status: str                          # "kept", or why it was dropped (aclm.steps.screening.STATUSES)
+    sources: list[int]                   # the training sentences it came from (none: generated from scratch)
+
+
+class GenerationRow(_Screened, total=False):
+    """One row of ``generations.jsonl``.  S6 reads ``status`` and, of a kept row, ``tokens``, ``tags`` and
+    ``sources``; the other keys trace a row back to what made it, each method its own."""
+
+    tokens: list[str]                    # a kept row's sentence
+    tags: list[str]
+    source: int                          # ACLM's S5: the template's training sentence,
+    round: int                           # ... the round (also LwTR and MELM),
+    partner: Optional[int]               # ... mixner's partner sentence,
+    template: str                        # ... the template and
+    generation: str                      # ... the decoded text
+    code_mixed: bool                     # MELM: the seed was code-mixed
+    sample_index: int                    # MulDA: the sample it was read from
+    silver_index: int                    # WikiNEuRal: the silver sentence
+
+
+def kept_row(sentence: TaggedSentence, sources: list[int], **extra) -> GenerationRow:
     """A kept ``generations.jsonl`` row: the sentence and the gold sentences it came from."""
     return {"status": "kept", "tokens": sentence.tokens, "tags": sentence.tags, "sources": sources, **extra}

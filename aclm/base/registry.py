@@ -100,7 +100,7 @@ for _method in (
            "baselines.mulda:augment", generator="mulda", decoding="mulda"),
     Method("melm", "masked entity language modelling (XLM-R), consistency filter", "augment",
            ("melm", "generator.label_token_init", "generation.mixner.embedder", "generation.mixner.batch_size"),
-           "melm.augment:augment", files="melm.augment:code_mix_files"),
+           "melm.augment:augment", files="melm.sources:code_mix_files"),
     Method("wikineural", "gold + as many WikiNEuRal silver sentences as ACLM added", "augment",
            ("generation.rounds",), "baselines.wikineural:augment", needs=("aclm",),
            files="baselines.wikineural:silver_files"),

@@ -1,109 +1,123 @@
-"""Every method's chain of stages, top to bottom, in one place.
+"""Every method's chain of stages, declared as data, and the one loop that runs it.
 
     S0 data -> S1 gold tagger -> S1 scores              (Gold-only ends here)
             -> the method's own stages -> S6 -> S7 tagger -> S7 scores
 
 The method's own stages are ACLM's S2-S5 (keywords, templates, generator,
 generation) or one ``augment`` stage running the method's function from the
-method table (:mod:`aclm.base.registry`).  Each stage gets the directories it
-reads as arguments; :func:`aclm.run.stages.stage` skips it when nothing it reads
-changed.
+method table (:mod:`aclm.base.registry`).  A :class:`Step` names its stage,
+the declared stage function (:func:`aclm.run.stages.stage`, which skips it
+when nothing it reads changed) and the earlier steps whose directories it
+reads; ``scripts/run_method.py --list-stages`` prints a method's chain.
 
 Unless ``storage.keep_models``, the S4 generator's weights are deleted once
 S5 has written its generations, and, when ``storage.keep_final_tagger`` is
 off as in the grids, the S7 tagger's once it is scored
-(:func:`aclm.run.stages.prune`); a later stage that needs them again rebuilds them.
+(:func:`aclm.run.stages.prune`); a later stage that needs them again rebuilds
+them (the stage raises :class:`aclm.run.stages.Pruned`, and the loop re-runs
+the step that made them first).
+
+Planning a chain (:func:`aclm.run.stages.planning`: is a finished run still
+current?) imports no training library: the stage modules load flair and
+transformers only where a stage builds.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from omegaconf import DictConfig
 
 from aclm.base import registry
-from aclm.base.augmentation import Gold
-from aclm.base.data import read_conll
-from aclm.base.datasets import get_spec
-from aclm.base.io import write_jsonl
-from aclm.base.runtime import seed_everything, select_device
-from aclm.run import experiment as ex
-from aclm.run import layout, pipeline
+from aclm.run import layout
 from aclm.run.datacheck import preflight
+from aclm.run.gold import data_stage
 from aclm.run.layout import RunLayout
-from aclm.run.stages import Pruned, in_planning, prune, stage
+from aclm.run.pipeline import (augment_stage, generate_stage, generator_stage, keywords_stage, postprocess_stage,
+                               templates_stage)
+from aclm.run.stages import Pruned, in_planning, prune
+from aclm.run.tagging import s1_eval_stage, s1_stage, s7_eval_stage, s7_stage
 
 
-def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = False) -> Path:
-    """A baseline's one generation stage: its ``augment(cfg, gold)`` from the method table."""
+@dataclass(frozen=True)
+class Step:
+    """One stage of a chain: what it is called, the declared stage that builds it, and what it reads."""
+
+    name: str                               # its directory (aclm.run.layout)
+    stage: Callable[..., Path]              # called as stage(cfg, *the directories of `reads`, force=...)
+    reads: tuple[str, ...] = ()             # the earlier steps whose directories it gets, in this order
+    needs: tuple[str, ...] = ()             # ... then the S6 of these methods of the setting, where they ran
+    scores: bool = False                    # a scoring stage: it gets every earlier step by name (``chain=``)
+    frees: str = ""                         # an earlier step whose model weights go once this one is done
+
+    def describe(self) -> str:
+        """One line for ``--list-stages``."""
+        reads = [*self.reads, *(f"{m}/{layout.S6} (if it ran)" for m in self.needs)]
+        if self.scores:
+            reads.append("chain= every earlier stage by name")
+        line = f"{self.name:<15} {self.stage.__module__ + '.' + self.stage.__name__:<37}"
+        line += f" reads {', '.join(reads)}" if reads else ""
+        return (line + (f"; then prunes {self.frees}" if self.frees else "")).rstrip()
+
+
+def chain(cfg: DictConfig) -> list[Step]:
+    """The steps of ``cfg.method``, in order, as this config runs them."""
     method = registry.get(cfg.method)
-
-    @stage(layout.AUGMENT, reads=("method", "dataset", "seed", *method.reads), files=method.input_files())
-    def augment(c: DictConfig, out: Path, data: Path, *needed: Path) -> dict:
-        seed_everything(c.seed)
-        gold = Gold(read_conll(data / "train.conll"), read_conll(data / "dev.conll"), ex.entity_types(data),
-                    get_spec(c.dataset).language, ex.sentence_languages(data, "train"),
-                    ex.sentence_languages(data, "dev"), select_device(c.device), out,
-                    {d.parent.name: d for d in needed})
-        rows, counts = method.augmenter()(c, gold)
-        write_jsonl(out / layout.GENERATIONS, rows)
-        return counts
-
-    return augment(cfg, data, *needed, force=force)
+    gold = [Step(layout.DATA, data_stage), Step(layout.S1, s1_stage, (layout.DATA,))]
+    if method.generation == "none":
+        return [*gold, Step(layout.S1_EVAL, s1_eval_stage, scores=True)]
+    if method.generation == "aclm":
+        own = [Step(layout.S2, keywords_stage, (layout.DATA, layout.S1)),
+               Step(layout.S3, templates_stage, (layout.S2,)),
+               Step(layout.S4, generator_stage, (layout.DATA, layout.S3)),
+               Step(layout.S5, generate_stage, (layout.DATA, layout.S3, layout.S4),
+                    frees="" if cfg.storage.keep_models else layout.S4)]
+    else:
+        own = [Step(layout.AUGMENT, augment_stage, (layout.DATA,), needs=method.needs)]
+    consistency = (layout.S1,) if cfg.postprocess.consistency_filter else ()
+    keep_tagger = cfg.storage.keep_models or cfg.storage.keep_final_tagger
+    return [*gold, *own,
+            Step(layout.S6, postprocess_stage, (layout.DATA, own[-1].name, *consistency)),
+            Step(layout.S7, s7_stage, (layout.DATA, layout.S6)),
+            Step(layout.S7_EVAL, s7_eval_stage, scores=True, frees="" if keep_tagger else layout.S7)]
 
 
 def run_method(cfg: DictConfig, until: str | None = None, force: str | None = None) -> dict[str, Path]:
     """The stages of ``cfg.method`` for one setting, in order, up to ``until`` (a stage name) if given;
     the stage named ``force`` re-runs even if current.
 
-    Returns each stage's directory by name; the last one holds ``result.json``.
+    Returns each stage's directory by name; the last one holds ``result.json``.  Stopping at a stage
+    keeps the weights it read (``scripts/generate.py`` leaves S4 for another generation).
     """
-    method = registry.get(cfg.method)
+    steps = chain(cfg)
+    by_name = {step.name: step for step in steps}
+    if until == steps[-1].name:
+        until = None                        # the whole chain
     if not in_planning():
         preflight(cfg)
     done: dict[str, Path] = {}
-    steps = {}
 
-    def step(name: str, run, *upstream: Path) -> bool:
-        steps[name] = lambda again=False: run(cfg, *upstream, force=again or name == force)
+    def run(step: Step, again: bool = False) -> Path:
+        upstream = [done[name] for name in step.reads]
+        if step.needs:
+            here = RunLayout.of(cfg)
+            needed = [here.of_method(m).stage(layout.S6) for m in step.needs]
+            upstream += [d for d in needed if (d / layout.REPORT).exists()]
+        named = {"chain": dict(done)} if step.scores else {}
+        return step.stage(cfg, *upstream, force=again or step.name == force, **named)
+
+    for step in steps:
         try:
-            done[name] = steps[name]()
-        except Pruned as gone:  # this stage must run and needs a deleted model: rebuild it, then run
-            steps[gone.stage_dir.name](True)
-            done[name] = steps[name]()
-        return name == until
-
-    def drop_weights(name: str) -> None:
-        keep = cfg.storage.keep_models or (name == layout.S7 and cfg.storage.keep_final_tagger)
-        if not keep:
-            prune(done[name])
-
-    if step(layout.DATA, ex.data_stage) or step(layout.S1, ex.s1_stage, done[layout.DATA]):
-        return done
-    data, s1 = done[layout.DATA], done[layout.S1]
-    if method.generation == "none":
-        step(layout.S1_EVAL, ex.s1_eval_stage, data, s1)
-        return done
-    if method.generation == "aclm":
-        if (step(layout.S2, pipeline.keywords_stage, data, s1)
-                or step(layout.S3, pipeline.templates_stage, done[layout.S2])
-                or step(layout.S4, pipeline.generator_stage, data, done[layout.S3])
-                or step(layout.S5, pipeline.generate_stage, data, done[layout.S3], done[layout.S4])):
+            done[step.name] = run(step)
+        except Pruned as gone:              # it must run and needs a deleted model: rebuild that, then run it
+            run(by_name[gone.stage_dir.name], again=True)
+            done[step.name] = run(step)
+        if step.name == until:
             return done
-        drop_weights(layout.S4)
-        generations = done[layout.S5]
-    else:
-        here = RunLayout.of(cfg)
-        needed = [here.of_method(n).stage(layout.S6) for n in method.needs]
-        if step(layout.AUGMENT, augment_stage, data, *[d for d in needed if (d / layout.REPORT).exists()]):
-            return done
-        generations = done[layout.AUGMENT]
-    consistency = [s1] if cfg.postprocess.consistency_filter else []
-    if (step(layout.S6, pipeline.postprocess_stage, data, generations, *consistency)
-            or step(layout.S7, ex.s7_stage, data, done[layout.S6])):
-        return done
-    step(layout.S7_EVAL, ex.s7_eval_stage, *done.values())
-    drop_weights(layout.S7)
+        if step.frees:
+            prune(done[step.frees])
     return done
 
 

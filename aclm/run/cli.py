@@ -17,8 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from aclm.base.config import ConfigError, load_config
 from aclm.base.data import DataError
 from aclm.base.runtime import exit_on_sigterm, setup_logging
-from aclm.run import layout
-from aclm.run.chain import run_method
+from aclm.run.chain import chain, run_method
 from aclm.run.tagger import NoLearning
 
 
@@ -74,11 +73,12 @@ def stage_script(doc: str, stage_name: str, label: str) -> None:
     """
     def main() -> None:
         args, cfg = parse(stage_parser(doc))
-        trained = layout.S1 if cfg.method == layout.GOLD_ONLY else layout.S7
-        done = run_method(cfg, until=stage_name, force=(stage_name or trained) if args.force else None)
-        if stage_name and stage_name not in done:
+        steps = [step.name for step in chain(cfg)]
+        if stage_name and stage_name not in steps:
             raise ConfigError(f"method {cfg.method!r} has no stage {stage_name} "
-                              f"(its chain: {', '.join(done)}); pick another method=")
+                              f"(its chain: {', '.join(steps)}); pick another method=")
+        trained = steps[-2]                 # the tagger the last stage scores (S1 or S7)
+        done = run_method(cfg, until=stage_name, force=(stage_name or trained) if args.force else None)
         out = done[stage_name] if stage_name else list(done.values())[-1]
         print(f"{label}: {out}")
 

@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from aclm.base.data import DataError, TaggedSentence, read_conll
 from aclm.base.datasets import get_spec, resolve_data_dir
 from aclm.base.paths import PROJECT_ROOT
+from aclm.run.gold import member_config, sample_source, test_names
 
 log = logging.getLogger("aclm.run.datacheck")
 
@@ -65,8 +66,6 @@ class Report:
 
 def setting_files(cfg: DictConfig) -> dict[str, Path]:
     """Role -> file for every file a setting reads: its train source, dev, and each test set."""
-    from aclm.run.experiment import member_config, sample_source, test_names
-
     spec = get_spec(cfg.dataset)
     if spec.union:
         files: dict[str, Path] = {}

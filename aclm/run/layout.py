@@ -30,12 +30,24 @@ AUGMENT = "augment"
 S6 = "s6_postprocess"
 S7, S7_EVAL = "s7_ner", "s7_eval"
 
-RESULT = "result.json"
+SPLITS = ("train", "dev")               # the gold data's splits, and of S2's and S3's rows
+LANGUAGES = "languages.json"
+RESULT, PREDICTIONS = "result.json", "predictions"
 FAILED = "failed.json"
 MODEL = "best-model.pt"
 AUG, GOLD_AUG, REPORT = "aug.conll", "gold+aug.conll", "report.json"
 GENERATIONS = "generations.jsonl"
 GOLD_ONLY = "gold_only"
+
+
+def gold_file(split: str) -> str:
+    """The data stage's file of one split (``train.conll``)."""
+    return f"{split}.conll"
+
+
+def rows_file(split: str) -> str:
+    """S2's and S3's rows of one split (``train.jsonl``)."""
+    return f"{split}.jsonl"
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,21 @@
-"""The ACLM stages S2-S5 and the shared S6, each a declared stage (aclm.run.stages.stage).
+"""The augmentation stages, each a declared stage (:func:`aclm.run.stages.stage`): ACLM's S2-S5, a
+baseline's one ``augment`` stage, and the S6 every method shares.
 
-Each takes the directories of the stages it reads as arguments; the chain that
-calls them in order is :func:`aclm.run.chain.run_method`.
+Each takes the directories of the stages it reads as arguments; each
+method's chain, which calls them in order, is :mod:`aclm.run.chain`.
 
     s2_keywords/     train.jsonl dev.jsonl  (keywords + attention scores)
     s3_templates/    train.jsonl dev.jsonl  (skeletons, a sample template each)
     s4_generator/    the fine-tuned mBART-50 (from_pretrained folder)
     s5_generate/     generations.jsonl      (template, output, parse status)
+    augment/         generations.jsonl      (a baseline's, from its ``augment(cfg, gold)``)
     s6_postprocess/  aug.conll gold+aug.conll report.json
 
-S6 is shared with the baselines: any stage that writes ``generations.jsonl``
-rows with ``status == "kept"``, ``tokens``, ``tags`` and ``sources`` (indices
-of the training sentences they came from) can feed it.
+S6 reads any generation stage's rows (:class:`aclm.base.augmentation.GenerationRow`):
+``status``, and of a kept row ``tokens``, ``tags`` and ``sources`` (indices of
+the training sentences it came from).  The training libraries (flair,
+transformers) are imported where a stage builds, not with this module: a
+chain is planned (the grids, the tables) without them.
 """
 
 from __future__ import annotations
@@ -24,32 +28,34 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from aclm.base import registry
+from aclm.base.augmentation import Gold
 from aclm.base.config import model_path
-from aclm.base.data import TaggedSentence, read_conll, split_at_commas, write_conll
-from aclm.base.io import read_json, read_jsonl, write_json, write_jsonl
+from aclm.base.data import TaggedSentence, split_at_commas, write_conll
+from aclm.base.datasets import get_spec
+from aclm.base.io import write_json, write_jsonl
 from aclm.base.runtime import seed_everything, select_device
-from aclm.run import experiment as ex
-from aclm.run import layout
-from aclm.run.stages import STAMP, stage
-from aclm.steps import generation as gen
+from aclm.run import layout, outputs
+from aclm.run.stages import stage
 from aclm.steps.diversity import diversity
-from aclm.steps.finetuning import finetune, language_code, load_generator
 from aclm.steps.keywords import NEEDS_ATTENTION, extract_keywords
 from aclm.steps.postprocess import filter_augmentations
 from aclm.steps.templates import Piece, dynamic_mask, label_tokens, linearize, render, skeleton
 
 log = logging.getLogger("aclm.run.pipeline")
-SPLITS = ("train", "dev")
-
-
-def gold(data: Path, split: str) -> list[TaggedSentence]:
-    return read_conll(data / f"{split}.conll")
 
 
 def generator_view(sentences: list[TaggedSentence], split_commas: bool) -> list[TaggedSentence]:
     """The gold sentences S2-S5 work on: as they are, or with tokens split at commas (``keywords.split_commas``,
     the released S2 reader; S1 and the gold part of S6's output keep the tokens as given)."""
     return [split_at_commas(s) for s in sentences] if split_commas else sentences
+
+
+def gold_tagger(s1: Path):
+    """The S1 tagger, loaded (S2 reads its encoder's attention; S6's consistency filter, its predictions)."""
+    from aclm.run.tagger import load_tagger
+
+    return load_tagger(outputs.tagger_model(s1))
 
 
 # --- S2 ----------------------------------------------------------------------------------
@@ -59,12 +65,12 @@ def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
     device = select_device(c.device)
     model = tokenizer = None
     if c.keywords.selection in NEEDS_ATTENTION:
-        tagger = ex.load_tagger(s1 / layout.MODEL)
+        tagger = gold_tagger(s1)
         model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
     facts = {}
-    for split in SPLITS:
-        sentences = generator_view(gold(data, split), c.keywords.split_commas)
-        langs = ex.sentence_languages(data, split)
+    for split in layout.SPLITS:
+        sentences = generator_view(outputs.gold(data, split), c.keywords.split_commas)
+        langs = outputs.sentence_languages(data, split)
         records: list[dict] = [{} for _ in sentences]
         counts: Counter = Counter()
         for lang in sorted(set(langs)):  # stop words are per language
@@ -74,7 +80,7 @@ def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
             for i, record in zip(index, found):
                 records[i] = record
             counts.update(found_counts)
-        write_jsonl(out / f"{split}.jsonl", [{"tokens": s.tokens, "tags": s.tags, **r}
+        write_jsonl(out / layout.rows_file(split), [{"tokens": s.tokens, "tags": s.tags, **r}
                                              for s, r in zip(sentences, records)])
         facts[split] = dict(counts)
     return facts
@@ -86,10 +92,6 @@ def pieces_to_json(pieces: list[Piece]) -> list[list[str]]:
     return [[p.text, p.tag, p.role] for p in pieces]
 
 
-def pieces_from_json(rows: list[list[str]]) -> list[Piece]:
-    return [Piece(*row) for row in rows]
-
-
 def mask_token_of(model_name: str) -> str:
     from transformers import AutoTokenizer
 
@@ -99,45 +101,45 @@ def mask_token_of(model_name: str) -> str:
 @stage(layout.S3, reads=("generator.model", "seed"))
 def templates_stage(c: DictConfig, out: Path, s2: Path) -> dict:
     mask = mask_token_of(c.generator.model)
-    for split in SPLITS:
+    for split in layout.SPLITS:
         rows = []
-        for i, r in enumerate(read_jsonl(s2 / f"{split}.jsonl")):
+        for i, r in enumerate(outputs.keyword_rows(s2, split)):
             pieces = skeleton(TaggedSentence(r["tokens"], r["tags"]), r["keywords"])
             rows.append({"tokens": r["tokens"], "tags": r["tags"], "keywords": r["keywords"],
                          "pieces": pieces_to_json(pieces),
                          "target": " ".join(linearize(r["tokens"], r["tags"])),
                          "template": render(pieces, mask),
                          "example": render(dynamic_mask(pieces, random.Random(f"{c.seed}:example:{i}")), mask)})
-        write_jsonl(out / f"{split}.jsonl", rows)
+        write_jsonl(out / layout.rows_file(split), rows)
     return {"mask_token": mask}
-
-
-def load_templates(s3: Path, split: str) -> tuple[list[list[Piece]], list[str]]:
-    rows = read_jsonl(s3 / f"{split}.jsonl")
-    return [pieces_from_json(r["pieces"]) for r in rows], [r["target"] for r in rows]
 
 
 # --- S4 ----------------------------------------------------------------------------------
 
 @stage(layout.S4, reads=("generator", "seed"))
 def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
+    from aclm.steps.finetuning import finetune
+
     seed_everything(c.seed)
     device = select_device(c.device)
     gen_cfg = OmegaConf.merge(c.generator, {"model": model_path(c.generator.model)})
     with tempfile.TemporaryDirectory(dir=out.parent) as checkpoints:
-        languages = {split: ex.sentence_languages(data, split) for split in SPLITS}
-        return finetune(gen_cfg, load_templates(s3, "train"), load_templates(s3, "dev"), languages,
-                        ex.entity_types(data), out, Path(checkpoints), c.seed, device)
+        languages = {split: outputs.sentence_languages(data, split) for split in layout.SPLITS}
+        return finetune(gen_cfg, outputs.templates(s3, "train"), outputs.templates(s3, "dev"), languages,
+                        outputs.entity_types(data), out, Path(checkpoints), c.seed, device)
 
 
 # --- S5 ----------------------------------------------------------------------------------
 
 @stage(layout.S5, reads=("generation", "seed"), loads=(layout.S4,))
 def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> dict:
+    from aclm.steps import generation as gen
+    from aclm.steps.finetuning import language_code, load_generator
+
     seed_everything(c.seed)
     device = select_device(c.device)
-    rows = read_jsonl(s3 / "train.jsonl")
-    skeletons = [pieces_from_json(r["pieces"]) for r in rows]
+    rows = outputs.template_rows(s3, "train")
+    skeletons = [outputs.pieces_from_json(r["pieces"]) for r in rows]
     g = c.generation
     neighbours = [[] for _ in rows]
     if g.mixner.mode != "off":
@@ -145,24 +147,46 @@ def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> 
         neighbours = gen.nearest_neighbours([" ".join(r["tokens"]) for r in rows], model_path(g.mixner.embedder),
                                             k, g.mixner.batch_size, device)
     partners = gen.plan_partners(len(rows), neighbours, g.mixner, g.rounds, c.seed)
-    langs = ex.sentence_languages(data, "train")
+    langs = outputs.sentence_languages(data, "train")
     model, tokenizer = load_generator(str(s4), langs[0], device)
     jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, c.seed)
-    types = ex.entity_types(data)
+    types = outputs.entity_types(data)
     codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
-    outputs = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
+    decoded = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
                               [codes[langs[job.source]] for job in jobs], c.seed, device)
-    screened, counts = gen.screen(jobs, outputs, types, g.parse, g.dedupe)
+    screened, counts = gen.screen(jobs, decoded, types, g.parse, g.dedupe)
     truncated = gen.truncated_jobs(tokenizer, jobs, gen.input_limit(model, tokenizer))
     if truncated:
         log.warning("%d of %d templates were longer than the generator accepts and were cut",
                     len(truncated), len(jobs))
-    for row in screened:
-        row["sources"] = [row["source"]] + ([row["partner"]] if row["partner"] is not None else [])
     write_jsonl(out / layout.GENERATIONS, screened)
     counts["mixed"] = sum(j.partner is not None for j in jobs)
     counts["truncated_inputs"] = len(truncated)
     return counts
+
+
+# --- a baseline's augment stage ----------------------------------------------------------
+
+def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = False) -> Path:
+    """A baseline's one generation stage: its ``augment(cfg, gold)`` from the method table.
+
+    ``needed`` are the S6 directories of the methods it needs (``Method.needs``) that ran: their
+    reports reach the method as ``gold.needs``.
+    """
+    method = registry.get(cfg.method)
+
+    @stage(layout.AUGMENT, reads=("method", "dataset", "seed", *method.reads), files=method.input_files())
+    def augment(c: DictConfig, out: Path, data: Path, *needed: Path) -> dict:
+        seed_everything(c.seed)
+        gold = Gold(outputs.gold(data, "train"), outputs.gold(data, "dev"), outputs.entity_types(data),
+                    get_spec(c.dataset).language, outputs.sentence_languages(data, "train"),
+                    outputs.sentence_languages(data, "dev"), select_device(c.device), out,
+                    {d.parent.name: outputs.augmentation_report(d) for d in needed})
+        rows, counts = method.augmenter()(c, gold)
+        write_jsonl(out / layout.GENERATIONS, rows)
+        return counts
+
+    return augment(cfg, data, *needed, force=force)
 
 
 # --- S6 (shared) -------------------------------------------------------------------------
@@ -173,21 +197,23 @@ def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *
 
     ``s1`` (the gold tagger) is passed when the consistency filter is on.
     """
-    train = gold(data, "train")
-    rows = [r for r in read_jsonl(generations / layout.GENERATIONS) if r["status"] == "kept"]
+    train = outputs.gold(data, "train")
+    rows = [r for r in outputs.generations(generations) if r["status"] == "kept"]
     candidates = [(TaggedSentence(r["tokens"], r["tags"]), [train[i] for i in r.get("sources", [])])
                   for r in rows]
     predict = None
     if c.postprocess.consistency_filter:
+        from aclm.run.tagger import predict_tags
+
         select_device(c.device)
-        tagger = ex.load_tagger(s1[0] / layout.MODEL)
-        predict = lambda sents: ex.predict_tags(tagger, sents, c.ner.eval_batch_size)  # noqa: E731
+        tagger = gold_tagger(s1[0])
+        predict = lambda sents: predict_tags(tagger, sents, c.ner.eval_batch_size)  # noqa: E731
     kept, counts = filter_augmentations(candidates, c.postprocess, predict)
     augmentations = [aug for aug, _ in kept]
     write_conll(out / layout.AUG, augmentations)
     write_conll(out / layout.GOLD_AUG, train + augmentations)
     with_source = [(sources[0], aug) for aug, sources in kept if sources]
-    generated = read_json(generations / STAMP)["facts"]
+    generated = outputs.generation_facts(generations)
     attempts = generated.get("generated", counts["candidates"])
     report = {"method": c.method, "generation": generated, "postprocess": counts, "gold": len(train),
               "added": len(augmentations),

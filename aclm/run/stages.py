@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -112,6 +112,16 @@ def output_listing(out_dir: Path) -> dict[str, int]:
             for p in sorted(out_dir.rglob("*")) if p.is_file() and p.name not in (STAMP, PRUNED)}
 
 
+def stamp(out_dir: Path) -> dict:
+    """A finished stage's ``_stage.json``: fingerprint, time, memory, inputs, config, facts and outputs."""
+    return read_json(Path(out_dir) / STAMP)
+
+
+def facts(out_dir: Path) -> dict:
+    """The facts a finished stage's build returned (counts, types, timings), as its stamp keeps them."""
+    return stamp(out_dir)["facts"]
+
+
 def pruned_files(out_dir: Path) -> dict[str, int]:
     """The files :func:`prune` deleted from a stage directory, with their sizes (empty if none)."""
     path = Path(out_dir) / PRUNED
@@ -120,10 +130,9 @@ def pruned_files(out_dir: Path) -> dict[str, int]:
 
 def is_current(out_dir: Path, config: Any, inputs: Sequence[Path]) -> bool:
     """The stamp matches the config and inputs, and every file it lists is there, whole, or was pruned."""
-    stamp = Path(out_dir) / STAMP
-    if not stamp.exists():
+    if not (Path(out_dir) / STAMP).exists():
         return False
-    info = read_json(stamp)
+    info = stamp(out_dir)
     return (info["fingerprint"] == fingerprint(config, inputs)
             and {**output_listing(Path(out_dir)), **pruned_files(out_dir)} == info.get("outputs"))
 
@@ -201,15 +210,18 @@ def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], li
     keys it ``reads``, the scratch directory and the upstream directories;
     ``files(c)`` names raw input files (data, test sets) hashed with them;
     ``loads`` names the upstream stages whose models it opens (see :func:`prune`).
+    A stage may also take its upstream directories by name, as a mapping
+    (``fn(cfg, chain={"data": ..., "s1_ner": ...})``: the scoring stages), passed on to ``build`` as given.
     """
     def wrap(build: Callable[..., dict | None]) -> Callable[..., Path]:
         @functools.wraps(build)
-        def run(cfg: DictConfig, *upstream: Path, force: bool = False) -> Path:
+        def run(cfg: DictConfig, *upstream: Path, force: bool = False, **named: Mapping[str, Path]) -> Path:
             c = view(cfg, reads)
             out = RunLayout.of(cfg).stage(name)
-            inputs = [*upstream, *(files(c) if files else [])]
-            run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, *upstream), force=force,
-                      loads=[d for d in upstream if Path(d).name in loads])
+            dirs = [*upstream, *(d for mapping in named.values() for d in mapping.values())]
+            inputs = [*dirs, *(files(c) if files else [])]
+            run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, *upstream, **named), force=force,
+                      loads=[d for d in dirs if Path(d).name in loads])
             return out
 
         return run

@@ -27,6 +27,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
+from aclm.base.augmentation import GenerationRow
 from aclm.steps import screening
 from aclm.steps.constraints import MBART_PROMPT, LabelGrammar, TokenClasses, sampling_arguments, template_entities
 from aclm.steps.templates import PARSERS, Piece, dynamic_mask, join, render
@@ -177,7 +178,7 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
 
 
 def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str = "strict",
-           dedupe: str = "parsed") -> tuple[list[dict], dict]:
+           dedupe: str = "parsed") -> tuple[list[GenerationRow], dict]:
     """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
 
     ``parse`` names the reading (``generation.parse``: a key of
@@ -185,16 +186,18 @@ def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str
     (``generation.dedupe``: ``parsed`` words and tags, or the ``raw`` text as
     the released script compares).  The shared :func:`aclm.steps.screening.screen`
     decides and counts; copies of the source are left to S6.  Rows keep the
-    job and the decoded text; kept rows also the parsed words and tags.
+    job and the decoded text, kept rows also the parsed words and tags, and every
+    row the training sentences its template came from (``sources``: the source, then mixner's partner).
     """
     reader = PARSERS[parse]
     screened, counts = screening.screen([job.source for job in jobs], outputs,
                                         lambda text: reader(text, types), dedupe=dedupe)
     rows = []
     for job, text, verdict in zip(jobs, outputs, screened):
-        row = {"source": job.source, "round": job.round, "partner": job.partner,
-               "template": job.template, "generation": text, "status": verdict.status}
+        row: GenerationRow = {"source": job.source, "round": job.round, "partner": job.partner,
+                              "template": job.template, "generation": text, "status": verdict.status}
         if verdict.status == screening.KEPT:
             row["tokens"], row["tags"] = verdict.sentence.tokens, verdict.sentence.tags
+        row["sources"] = [job.source] + ([job.partner] if job.partner is not None else [])
         rows.append(row)
     return rows, counts

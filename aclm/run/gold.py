@@ -1,0 +1,125 @@
+"""S0, the gold sample, and the files a setting reads.
+
+A setting (dataset, gold size, seed) is cut from its dataset's files
+(:func:`dataset_files`, hashed by content as the data stage's inputs) and
+scored on its test sets (:func:`test_files`, the scoring stage's); the data
+check (:mod:`aclm.run.datacheck`) reads the same lists before anything trains.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from aclm.base import splits
+from aclm.base.config import to_dict
+from aclm.base.data import TaggedSentence, check_label_sets, type_counts, write_conll
+from aclm.base.datasets import get_spec, load_split, require_split, resolve_data_dir
+from aclm.base.io import write_json
+from aclm.run import layout
+from aclm.run.stages import stage
+
+DATA_READS = ("dataset", "language", "gold", "splits.source", "splits.seed", "splits.dev_size")
+
+
+def member_config(cfg: DictConfig, member: str) -> DictConfig:
+    """The config of one member of a union dataset (the multilingual setting)."""
+    return OmegaConf.create({**to_dict(cfg), "dataset": member})
+
+
+def dataset_files(cfg: DictConfig) -> list[Path]:
+    """The raw files a setting's gold data is cut from (the data stage's inputs)."""
+    spec = get_spec(cfg.dataset)
+    if spec.union:
+        return [f for member in spec.union for f in dataset_files(member_config(cfg, member))]
+    base = resolve_data_dir(cfg.data_dir)
+    rels = [spec.samples[cfg.gold], spec.dev] if sample_source(cfg) == "released" else [spec.train, spec.dev]
+    return [spec.path(r, base) for r in rels if r]
+
+
+def sample_source(cfg: DictConfig) -> str:
+    """``released`` or ``stratified``: where this setting's gold sample comes from.
+
+    ``auto`` (the default) reads the authors' released sample when the dataset
+    ships one of this size (one fixed sample: the seeds then vary training
+    only, as in the paper) and draws a stratified one with ``splits.seed``
+    otherwise.  ``gold=full`` uses the whole train set either way.
+    """
+    if cfg.gold == "full":
+        return "full"
+    shipped = cfg.gold in get_spec(cfg.dataset).samples
+    if cfg.splits.source == "released" and not shipped:
+        raise ValueError(f"{cfg.dataset} ships no released sample of {cfg.gold}; use splits.source=stratified")
+    if cfg.splits.source == "auto":
+        return "released" if shipped else "stratified"
+    return cfg.splits.source
+
+
+def test_names(c: DictConfig) -> list[str]:
+    """The datasets a run is scored on: its own (a union's members) and ``test_datasets``."""
+    own = get_spec(c.dataset).union or [c.dataset]
+    return own + [d for d in c.test_datasets if d not in own]
+
+
+def test_files(c: DictConfig) -> list[Path]:
+    """The test files a run is scored on (hashed by content: an edited test set re-scores)."""
+    base = resolve_data_dir(c.data_dir)
+    files = []
+    for name in test_names(c):
+        files.append(get_spec(name).path(require_split(name, "test"), base))
+    return files
+
+
+# --- S0: the gold sample -----------------------------------------------------------------
+
+def gold_data(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
+    """Train and dev sentences for this setting, as the split config says.
+
+    Every sentence records its language in ``meta``; a union dataset is the
+    concatenation of its members' samples.
+    """
+    spec = get_spec(cfg.dataset)
+    if spec.union:
+        parts = [gold_data(member_config(cfg, member)) for member in spec.union]
+        return [s for train, _ in parts for s in train], [s for _, dev in parts for s in dev]
+    train, dev = _single_gold_data(cfg, spec)
+    for s in train + dev:
+        s.meta["language"] = spec.language
+    return train, dev
+
+
+def _single_gold_data(cfg: DictConfig, spec) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
+    source, seed = sample_source(cfg), cfg.splits.seed
+    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
+    full = load_split(cfg.dataset, "train", cfg.data_dir) if source != "released" or dev is None else []
+    if source == "full":
+        train, used = full, set()
+    elif source == "released":
+        train, used = load_split(cfg.dataset, cfg.gold, cfg.data_dir), set()
+    else:
+        chosen = splits.stratified_indices(full, cfg.gold, seed)
+        train, used = [full[i] for i in chosen], set(chosen)
+    size = cfg.splits.dev_size
+    if size == "gold":
+        size = len(train) if cfg.gold != "full" else None
+    if dev is None:  # carve a dev set out of what the gold sample left
+        dev = splits.sample(full, size or len(full) // 10, seed, exclude=used)
+        if cfg.gold == "full":
+            dev_ids = {id(s) for s in dev}
+            train = [s for s in full if id(s) not in dev_ids]
+    elif size and size < len(dev):
+        dev = splits.sample(dev, size, seed)
+    return train, dev
+
+
+@stage(layout.DATA, reads=DATA_READS, files=dataset_files)
+def data_stage(c: DictConfig, out: Path) -> dict:
+    train, dev = gold_data(c)
+    types = check_label_sets({"train": train, "dev": dev})
+    write_conll(out / layout.gold_file("train"), train)
+    write_conll(out / layout.gold_file("dev"), dev)
+    write_json(out / layout.LANGUAGES, {"train": [s.meta["language"] for s in train],
+                                         "dev": [s.meta["language"] for s in dev]})
+    return {"train": len(train), "dev": len(dev), "types": types, "source": sample_source(c),
+            "type_counts": dict(type_counts(train))}

@@ -1,0 +1,105 @@
+"""The one reader of each stage's output.
+
+Where a run's files are is :mod:`aclm.run.layout`; what is in them is known
+twice only: by the stage that writes a file and by its reader below, which
+every later stage, script and table goes through.  Facts a stage recorded in
+its stamp (``_stage.json``) are read here too, by what they are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aclm.base.augmentation import GenerationRow
+from aclm.base.data import TaggedSentence, read_conll
+from aclm.base.io import read_json, read_jsonl
+from aclm.run import layout
+from aclm.run.stages import facts
+from aclm.steps.templates import Piece
+
+# --- S0: the gold sample (data/) -----------------------------------------------------------
+
+
+def gold(data: Path, split: str) -> list[TaggedSentence]:
+    """The gold sentences of ``split`` (train or dev)."""
+    return read_conll(data / layout.gold_file(split))
+
+
+def sentence_languages(data: Path, split: str) -> list[str]:
+    """The language of every gold sentence of ``split`` (several in the multilingual setting)."""
+    return read_json(data / layout.LANGUAGES)[split]
+
+
+def entity_types(data: Path) -> list[str]:
+    """The setting's label set, as the data stage derived it from the gold sample."""
+    return facts(data)["types"]
+
+
+# --- S1, S7: a tagger -------------------------------------------------------------------------
+
+def tagger_model(tagger: Path) -> Path:
+    """The trained tagger's file (flair's ``best-model.pt``; gone once pruned)."""
+    return tagger / layout.MODEL
+
+
+def tagger_facts(tagger: Path) -> dict:
+    """What training recorded: sentences (train, dev), dev F1, entity types and the training's figures."""
+    return facts(tagger)
+
+
+# --- S2, S3: keywords and templates ----------------------------------------------------------
+
+def keyword_rows(s2: Path, split: str) -> list[dict]:
+    """S2's rows: tokens, tags, keywords (word indices), attention scores and status."""
+    return read_jsonl(s2 / layout.rows_file(split))
+
+
+def template_rows(s3: Path, split: str) -> list[dict]:
+    """S3's rows: tokens, tags, keywords, pieces (the skeleton), target, template and an example."""
+    return read_jsonl(s3 / layout.rows_file(split))
+
+
+def pieces_from_json(rows: list[list[str]]) -> list[Piece]:
+    return [Piece(*row) for row in rows]
+
+
+def templates(s3: Path, split: str) -> tuple[list[list[Piece]], list[str]]:
+    """S3's skeletons and linearized targets of ``split``, as the generator is fine-tuned on them."""
+    rows = template_rows(s3, split)
+    return [pieces_from_json(r["pieces"]) for r in rows], [r["target"] for r in rows]
+
+
+# --- S5 or a baseline's augment stage: generations ----------------------------------------------
+
+def generations(stage: Path) -> list[GenerationRow]:
+    """Every row a generation stage wrote (kept or not), in order."""
+    return read_jsonl(stage / layout.GENERATIONS)
+
+
+def generation_facts(stage: Path) -> dict:
+    """A generation stage's counts (the screening keys, and what the method adds)."""
+    return facts(stage)
+
+
+# --- S6: augmentations ------------------------------------------------------------------------
+
+def augmentations(s6: Path) -> list[TaggedSentence]:
+    """The augmentations S6 kept (``aug.conll``; empty when it kept none)."""
+    return read_conll(s6 / layout.AUG, allow_empty=True)
+
+
+def gold_and_augmentations(s6: Path) -> list[TaggedSentence]:
+    """S7's training data: the gold sentences, then the augmentations (``gold+aug.conll``)."""
+    return read_conll(s6 / layout.GOLD_AUG)
+
+
+def augmentation_report(s6: Path) -> dict:
+    """S6's ``report.json``: generation counts, drops by reason, gold, added, diversity."""
+    return read_json(s6 / layout.REPORT)
+
+
+# --- scores -----------------------------------------------------------------------------------
+
+def result(scores: Path) -> dict:
+    """A scoring stage's ``result.json`` (s1_eval or s7_eval)."""
+    return read_json(scores / layout.RESULT)
