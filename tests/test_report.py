@@ -11,8 +11,10 @@ import pytest
 from scipy import stats
 
 from aclm.base.paths import PROJECT_ROOT
+from aclm.run.chain import run_method
 from aclm.tables.grid import Cell, expand, load_grid
 from aclm.tables.report import build_report, entry_text, run_status, write_report
+from conftest import FAST
 
 GRID = """
 title: "Test table"
@@ -194,7 +196,7 @@ def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_mode
 
 def test_an_empty_aug_file_has_no_perplexity(tmp_path, monkeypatch):
     # a method that kept no augmentation writes an empty aug.conll: no sentences, not an error
-    from aclm.tables import perplexity as module
+    from aclm.tables import report as module
     from aclm.tables.report import PerplexityCache
 
     seen = []
@@ -434,9 +436,30 @@ def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
     assert r"47.75 $\pm$" in (tmp_path / "out" / "f1.tex").read_text()
 
 
+TRAINING = ("flair", "transformers", "aclm.run.chain", "aclm.run.tagger", "aclm.steps.finetuning",
+            "aclm.steps.generation")
+
+
+def loaded_in_fresh_python(code: str) -> list[str]:
+    """The training modules loaded after ``code`` runs in a fresh interpreter."""
+    probe = f"{code}\nimport sys; print([m for m in {TRAINING!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
 def test_the_tables_import_no_training_code():
     # a table is read on a login node or laptop: flair and transformers cost seconds and gigabytes there
-    code = ("import runpy, sys; import aclm.tables.report, aclm.tables.tabulate; runpy.run_path('scripts/tabulate_runs.py'); "
-            "print(sorted(m for m in ('flair', 'transformers', 'aclm.run.chain') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    code = ("import importlib, pkgutil, runpy, aclm.tables\n"
+            "for m in pkgutil.iter_modules(aclm.tables.__path__): importlib.import_module(f'aclm.tables.{m.name}')\n"
+            "for s in ('aggregate', 'tabulate_runs', 'grid'): runpy.run_path(f'scripts/{s}.py')")
+    assert loaded_in_fresh_python(code) == []
+
+
+def test_checking_a_finished_run_loads_no_training_library(fast, tmp_path):
+    """The tables hold each result to its run's config (``Cell.is_done``): planning the chain, not training."""
+    run_method(fast(tmp_path))
+    overrides = tuple(o for o in FAST if not o.startswith("profile="))
+    cell = f"Cell('tiny', 'sample/en', 'full', 'gold_only', 1, {str(tmp_path)!r}, overrides={overrides!r})"
+    code = f"from aclm.tables.grid import Cell\nassert {cell}.is_done()"
+    assert loaded_in_fresh_python(code) == ["aclm.run.chain"]

@@ -169,8 +169,8 @@ class Cell:
     def is_done(self) -> bool:
         """Its result exists and every stage of its chain is current for the cell's config.
 
-        The chain is planned with the methods' code, which imports the training libraries: imported here,
-        so that reading a grid (the tables, :mod:`aclm.tables.report`) does not.
+        The chain is imported here, when a run is checked, not with the grid: reading a grid (the tables,
+        :mod:`aclm.tables.report`) imports no run machinery, and planning a chain loads no training library.
         """
         from aclm.run.chain import run_method
 

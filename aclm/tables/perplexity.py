@@ -10,7 +10,8 @@ model's BOS token, so its first word is predicted too, and cut to the
 model's context length.
 
 Sentences are scored in padded batches with an attention mask, so a
-sentence's score does not depend on what it is batched with.
+sentence's score does not depend on what it is batched with.  transformers
+is loaded with the language model: a table without perplexity never needs it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from functools import lru_cache
 from typing import Sequence
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from aclm.base.config import model_path
 
@@ -29,6 +29,8 @@ MODES = ("sentence", "corpus")
 
 @lru_cache(maxsize=2)
 def load_lm(name: str, device: str) -> tuple:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(model_path(name))
     model = AutoModelForCausalLM.from_pretrained(model_path(name)).to(device).eval()
     return tokenizer, model

@@ -43,8 +43,11 @@ from aclm.base.datasets import registry
 from aclm.base.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.registry import METHODS
+from aclm.run import outputs
+from aclm.run.layout import GOLD_ONLY
 from aclm.run.stages import STAMP
 from aclm.tables.grid import Cell, Gold, Grid
+from aclm.tables.perplexity import perplexity
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
 DASH = "—"
@@ -85,12 +88,12 @@ def run_status(cell: Cell) -> tuple[str, Optional[dict], Optional[str]]:
     if cell.result_path.exists():
         if (cell.result_path.parent / STAMP).exists() and not cell.is_done():
             return MISSING, None, f"{cell.result_path} is stale: its config or inputs changed; re-run the grid"
-        return OK, read_json(cell.result_path), None
+        return OK, outputs.result(cell.result_path.parent), None
     if cell.failed_path.exists():
         return FAILED, None, read_json(cell.failed_path).get("error", "failed")
     for need in cell.prerequisites():
         if need.failed_path.exists():
-            what = "S1" if need.method == "gold_only" else need.method
+            what = "S1" if need.method == GOLD_ONLY else need.method
             return FAILED, None, f"{what} failed: {read_json(need.failed_path).get('error', 'failed')}"
     return MISSING, None, None
 
@@ -391,7 +394,7 @@ def settings_notes(cells: Sequence[Run]) -> list[str]:
     for cell in cells:
         method = METHODS.get(cell.method)
         if method and method.generator and cell.result_path.exists():
-            config = read_json(cell.result_path).get("config", {})
+            config = outputs.result(cell.result_path.parent).get("config", {})
             m = config.get("generation", {}).get("mixner", {})
             if method.generation == "aclm" and m:
                 mixner.add((m.get("mode"), m.get("beta"), m.get("gamma_sigma"), m.get("code_mixed_rounds")))
@@ -417,7 +420,7 @@ def constrained_notes(cells: Sequence[Run]) -> list[str]:
     for cell in cells:
         method = METHODS.get(cell.method)
         if method and method.decoding and cell.result_path.exists():
-            config = read_json(cell.result_path).get("config", {})
+            config = outputs.result(cell.result_path.parent).get("config", {})
             mode = config.get(method.decoding, {}).get("constrained", "off")
             methods.setdefault(str(mode), set()).add(cell.method)
     return [f"decoding: constrained = {mode} ({', '.join(sorted(names))}): "
@@ -440,7 +443,7 @@ def test_sets(paper: Optional[str], cells: Sequence[Run]) -> str:
         for name in (spec.union if spec else None) or [cell.dataset]:
             counts.setdefault(name, set())
         if cell.result_path.exists():
-            for key, n in read_json(cell.result_path).get("sizes", {}).items():
+            for key, n in outputs.result(cell.result_path.parent).get("sizes", {}).items():
                 if key.startswith("test:"):
                     counts.setdefault(key[len("test:"):], set()).add(n)
     files = {name: (specs[name].test or "no test file") if name in specs else "a dataset folder" for name in counts}
@@ -538,16 +541,13 @@ class PerplexityCache:
         self.values: dict = read_json(self.path) if self.path.exists() else {}
 
     def __call__(self, cell: Run, result: dict) -> Optional[float]:
-        from aclm.base.data import read_conll
-        from aclm.tables.perplexity import perplexity
-
         if not cell.aug_path.exists():
             return None
         analysis = result["config"]["analysis"]
         key = f"{sha256_path(cell.aug_path)}|{analysis['perplexity_model']}|{self.mode}"
         if key not in self.values:
             # a method that kept no augmentation writes an empty aug.conll (perplexity None)
-            texts = [" ".join(s.tokens) for s in read_conll(cell.aug_path, allow_empty=True)]
+            texts = [" ".join(s.tokens) for s in outputs.augmentations(cell.aug_path.parent)]
             self.values[key] = perplexity(texts, analysis["perplexity_model"], analysis["batch_size"],
                                           self.device, self.mode)
             write_json(self.path, self.values)

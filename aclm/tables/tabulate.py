@@ -41,6 +41,7 @@ import pandas as pd
 
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
+from aclm.run import outputs
 from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
 from aclm.tables.grid import Block, Gold, Grid, expand, load_grid
 from aclm.tables.report import FAILED as FAILED_STATUS
@@ -119,7 +120,7 @@ def find_runs(patterns: Sequence[str]) -> list[FoundRun]:
 
 def identify(path: Path) -> FoundRun:
     """A run's identity from its result.json, or from the command its failed.json recorded."""
-    record = read_json(path)
+    record = outputs.result(path.parent) if path.name == RESULT else read_json(path)
     fields = record if path.name == RESULT else command_fields(record.get("command", ""))
     missing = [key for key in IDENTITY if key not in fields]
     if missing:
@@ -152,7 +153,7 @@ def run_order(run: FoundRun) -> tuple:
 def found_status(run: FoundRun) -> tuple[str, Optional[dict], Optional[str]]:
     """(status, result, error): a run found has its result, or else its failed.json."""
     if run.result_path.exists():
-        return OK, read_json(run.result_path), None
+        return OK, outputs.result(run.result_path.parent), None
     return FAILED_STATUS, None, read_json(run.failed_path).get("error", "failed")
 
 
@@ -209,7 +210,7 @@ def table_grid(name: str, runs: Sequence[FoundRun], paper: Optional[Grid]) -> tu
     blocks, placed, order = [], [], []
     for i, (dataset, gold) in enumerate(settings):
         mine = [replace(r, block=i) for r in runs if (r.dataset, r.gold) == (dataset, gold)]
-        results = [read_json(r.result_path) for r in mine if r.result_path.exists()]
+        results = [outputs.result(r.result_path.parent) for r in mine if r.result_path.exists()]
         columns = columns_of(dataset, gold, results)
         blocks.append(Block((dataset,), (gold,), tuple(dict.fromkeys(r.method for r in mine)), columns))
         placed += mine
