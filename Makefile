@@ -22,7 +22,9 @@ DATA_ENV = ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}
 # (the mini profile's tagger is an installed package; its generator, for ACLM and MulDA, is built here)
 TAGGER_MODELS  = $(if $(filter tiny smoke,$(PROFILE)),$(TINY)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
 PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN))
-METHOD_MODELS  = $(if $(filter aclm% mulda,$(METHOD)),$(PROFILE_MODELS),$(TAGGER_MODELS))
+# a method with a pretrained generator (the method table's `generator`: ACLM's, MulDA) needs the profile's too
+GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
+METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
 
 .PHONY: FORCE setup test test-all demo tiny-models mini-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
 
@@ -75,7 +77,7 @@ gold: $(TAGGER_MODELS)  ## S0 + S1: the gold sample and the Gold-only model, eva
 aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
 	$(PYTHON) scripts/run_method.py method=aclm $(SETTING)
 
-run: $(METHOD_MODELS)  ## any method (gold_only aclm aclm_random aclm_only_entity lwtr daga mulda melm wikineural)
+run: $(METHOD_MODELS)  ## any method of the method table (`scripts/run_method.py --list`) for one setting
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
 # BENCH_ARGS="--profile mini --generator <a mini run's s4_generator>": usable augmentations of a fine-tuned generator

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from aclm.base.config import load_config
+from aclm.base import registry
 from aclm.base.io import write_json
 from aclm.base.runtime import setup_logging
 from aclm.run import layout, outputs
@@ -34,11 +35,6 @@ from aclm.run.layout import RunLayout
 from aclm.run.stages import facts, pruned_files, stamp
 from aclm.tables.grid import expand, load_grid
 
-TRAINED = {layout.S1: "ner", layout.S7: "ner", layout.S4: "generator"}     # per-epoch stages, and their section
-# Assumed generation cost of each baseline, as a share of ACLM's S4+S5 (none is measured here):
-# MulDA fine-tunes and samples the same mBART-50; MELM fine-tunes and fills xlm-roberta-base
-# (about 0.45 of mbart-large-50's parameters), LwTR and DAGA's LSTM cost next to nothing.
-BASELINE_GENERATION = {"lwtr": 0.0, "daga": 0.0, "melm": 0.45, "mulda": 1.0}
 A100_BF16_FLOPS = 312e12           # dense bf16 peak of the paper's GPU (NVIDIA A100)
 
 
@@ -105,7 +101,7 @@ def table1_estimate(rows: list[dict], gold: int) -> dict:
     """GPU-free extrapolation of a full Table 1 from one ACLM setting of ``gold`` training sentences.
 
     Every stage but test scoring is scaled by the gold size, a tagger's dev passes included (an upper bound);
-    baselines cost S6 + S7 + an assumed share of ACLM's S4 + S5 (BASELINE_GENERATION).
+    baselines cost S6 + S7 + an assumed share of ACLM's S4 + S5 (the method table's ``generation_cost``).
     """
     cost = {r["stage"]: r["paper_seconds"] for r in rows}
     fixed = cost.get(layout.S1_EVAL, cost.get(layout.S7_EVAL, 0.0))
@@ -118,12 +114,18 @@ def table1_estimate(rows: list[dict], gold: int) -> dict:
             total += cost[layout.S1] * scale + fixed
             continue
         generation = cost[layout.S4] + cost[layout.S5]
-        if cell.method.startswith("aclm"):
+        method = registry.get(cell.method)
+        if method.generation == "aclm":
             own = cost[layout.S2] + cost[layout.S3] + generation
         else:
-            own = BASELINE_GENERATION.get(cell.method, 1.0) * generation
+            own = method.generation_cost * generation
         total += (own + cost[layout.S6] + cost[layout.S7]) * scale + fixed
     return {"runs": runs, "seconds": total}
+
+
+def baseline_costs() -> dict[str, float]:
+    """The assumed cost of each baseline's generation, as a share of ACLM's S4+S5 (none is measured here)."""
+    return {m.name: m.generation_cost for m in registry.METHODS.values() if m.generation == "augment"}
 
 
 def fmt_seconds(s: float) -> str:
@@ -168,7 +170,7 @@ def main() -> None:
     print(f"Table 1 ({sum(table1['runs'].values())} runs: {table1['runs']}) at this speed: "
           f"{fmt_seconds(table1['seconds']).strip()}.\nAssumed: every stage's time but test scoring's grows "
           f"with the gold size (a tagger's dev passes too: an upper bound); S7 trains on gold + R x gold sentences (every generation kept, an upper bound); the "
-          f"baselines' generation costs {BASELINE_GENERATION} of ACLM's S4+S5.")
+          f"baselines' generation costs {baseline_costs()} of ACLM's S4+S5.")
     flops = matmul_flops("cuda" if device.startswith("cuda") else "cpu")
     if not device.startswith("cuda"):
         scale = flops / A100_BF16_FLOPS

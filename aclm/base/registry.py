@@ -37,12 +37,17 @@ class Method:
     config_file: Optional[Path] = None  # its YAML (default configs/methods/<name>.yaml)
     generator: str = ""                 # the config section naming its pretrained generator (``model``)
     decoding: str = ""                  # the config section of its sampler's settings (``constrained``)
+    title: str = ""                     # its name in tables (default: name)
+    generation_cost: float = 1.0        # its generation's cost as a share of ACLM's S4+S5, assumed, not measured
+                                        # (scripts/stage_costs.py's Table 1 estimate)
 
     def __post_init__(self) -> None:
         if self.generation not in GENERATIONS:
             raise ValueError(f"method {self.name!r}: generation must be one of {GENERATIONS}")
         if (self.generation == "augment") != bool(self.augment):
             raise ValueError(f"method {self.name!r}: an augment function goes with generation='augment' only")
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
 
     @property
     def yaml(self) -> Path:
@@ -84,25 +89,30 @@ def get(name: str) -> Method:
     return METHODS[name]
 
 
+# In the order tables list them: Gold-only and the paper's baselines, then ACLM's controls and ACLM.
+# generation_cost: LwTR's replacements and DAGA's LSTM cost next to nothing, MulDA fine-tunes and samples
+# the same mBART-50, MELM fine-tunes and fills xlm-roberta-base (about 0.45 of mbart-large-50's parameters),
+# WikiNEuRal draws silver sentences.
 for _method in (
-    Method("gold_only", "S1 tagger on the gold sample", "none"),
-    Method("aclm", "attention keywords, selective masking, mBART-50, mixner", "aclm",
-           generator="generator", decoding="generation"),
-    Method("aclm_random", "ACLM with random keywords (a matched control)", "aclm",
-           generator="generator", decoding="generation"),
-    Method("aclm_only_entity", "ACLM with no keywords: templates keep the entities only", "aclm",
-           generator="generator", decoding="generation"),
+    Method("gold_only", "S1 tagger on the gold sample", "none", title="Gold-only"),
     Method("lwtr", "label-wise token replacement", "augment", ("lwtr", "generation.rounds"),
-           "baselines.lwtr:augment_gold"),
+           "baselines.lwtr:augment_gold", title="LwTR", generation_cost=0.0),
     Method("daga", "LSTM language model over tag-before-token sentences", "augment",
-           ("daga", "generation.rounds"), "baselines.daga:augment_gold", decoding="daga"),
+           ("daga", "generation.rounds"), "baselines.daga:augment_gold", decoding="daga", title="DAGA",
+           generation_cost=0.0),
     Method("mulda", "mBART-50 as the language model of DAGA's linearization", "augment", ("mulda",),
-           "baselines.mulda:augment", generator="mulda", decoding="mulda"),
+           "baselines.mulda:augment", generator="mulda", decoding="mulda", title="MulDA"),
     Method("melm", "masked entity language modelling (XLM-R), consistency filter", "augment",
            ("melm", "generator.label_token_init", "generation.mixner.embedder", "generation.mixner.batch_size"),
-           "melm.augment:augment", files="melm.sources:code_mix_files"),
+           "melm.augment:augment", files="melm.sources:code_mix_files", title="MELM", generation_cost=0.45),
     Method("wikineural", "gold + as many WikiNEuRal silver sentences as ACLM added", "augment",
            ("generation.rounds",), "baselines.wikineural:augment", needs=("aclm",),
-           files="baselines.wikineural:silver_files"),
+           files="baselines.wikineural:silver_files", title="WikiNEuRal", generation_cost=0.0),
+    Method("aclm_only_entity", "ACLM with no keywords: templates keep the entities only", "aclm",
+           generator="generator", decoding="generation", title="ACLM only entity"),
+    Method("aclm_random", "ACLM with random keywords (a matched control)", "aclm",
+           generator="generator", decoding="generation", title="ACLM random"),
+    Method("aclm", "attention keywords, selective masking, mBART-50, mixner", "aclm",
+           generator="generator", decoding="generation", title="ACLM"),
 ):
     register(_method)

@@ -40,6 +40,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from aclm.base.io import read_json
+from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
 from aclm.run import outputs
 from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
@@ -47,12 +48,10 @@ from aclm.tables.grid import Block, Gold, Grid, expand, load_grid
 from aclm.tables.report import FAILED as FAILED_STATUS
 from aclm.tables.report import OK, Report, assemble, method_id, read_reference, template_fields, test_sets
 
-#: The rows' order and names: the paper's baselines, then ACLM's controls and ACLM.
-METHOD_NAMES = {"gold_only": "Gold-only", "lwtr": "LwTR", "daga": "DAGA", "mulda": "MulDA", "melm": "MELM",
-                "wikineural": "WikiNEuRal", "aclm_only_entity": "ACLM only entity", "aclm_random": "ACLM random",
-                "aclm": "ACLM"}
-#: Welch's t-test: ACLM against the best baseline, as in the paper's tables (variants of a baseline count).
-COMPARED, BASELINES = "aclm", ("gold_only", "lwtr", "daga", "mulda", "melm", "wikineural")
+#: Welch's t-test: ACLM against the best baseline, as in the paper's tables (variants of a baseline count):
+#: every method of the method table that is not ACLM's own.
+COMPARED = "aclm"
+BASELINES = tuple(m.name for m in METHODS.values() if m.generation != "aclm")
 IDENTITY = ("profile", "dataset", "gold", "method", "seed")
 
 
@@ -145,8 +144,8 @@ def gold_order(gold: Gold) -> tuple:
 
 
 def run_order(run: FoundRun) -> tuple:
-    """Methods in the paper's order (others after), then variant, dataset, gold size (growing) and seed."""
-    rank = list(METHOD_NAMES).index(run.method) if run.method in METHOD_NAMES else len(METHOD_NAMES)
+    """Methods in the method table's order (others after), then variant, dataset, gold size (growing) and seed."""
+    rank = list(METHODS).index(run.method) if run.method in METHODS else len(METHODS)
     return rank, run.method, run.variant, run.dataset, gold_order(run.gold), run.seed
 
 
@@ -186,7 +185,8 @@ TABLES = {
 
 def method_names(runs: Sequence[FoundRun], paper: Optional[Grid]) -> dict[str, str]:
     """A row name for every method and variant present: the paper grid's name for a method, else ours."""
-    names = {**METHOD_NAMES, **({k: v for k, v in paper.method_names.items() if "@" not in k} if paper else {})}
+    names = {**{m.name: m.title for m in METHODS.values()},
+             **({k: v for k, v in paper.method_names.items() if "@" not in k} if paper else {})}
     out = {}
     for run in runs:
         name = names.get(run.method, run.method)
