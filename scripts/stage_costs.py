@@ -17,7 +17,6 @@ full Table 1 (configs/grids/table1.yaml), under the assumptions it prints.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import time
 from pathlib import Path

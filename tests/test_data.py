@@ -5,7 +5,7 @@ import re
 import pytest
 
 from aclm.base.data import (DataError, TaggedSentence, bio_spans, check_label_sets, normalise_tags, read_conll,
-                       write_conll)
+                            write_conll)
 
 
 def write(tmp_path, text, name="f.conll"):

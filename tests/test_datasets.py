@@ -125,11 +125,11 @@ def write_folder(folder, splits=("train", "dev", "test"), sentences=EN, ext=".co
 
 def test_a_folder_with_all_three_files_is_a_dataset(tmp_path, monkeypatch):
     from aclm.base.config import load_config
-    from aclm.base.datasets import is_known, run_name
+    from aclm.base.datasets import dataset_error, run_name
 
     folder = write_folder(tmp_path / "My Data")
     name = str(folder)
-    assert is_known(name) and not is_known(str(tmp_path / "nowhere"))
+    assert dataset_error(name) is None and "no folder" in dataset_error(str(tmp_path / "nowhere"))
     spec = get_spec(name)
     assert (spec.name, spec.root, spec.format, spec.language) == (name, "absolute", "auto", "en")
     assert [spec.train, spec.dev, spec.test] == [str(folder / f"{s}.conll") for s in ("train", "dev", "test")]

@@ -11,8 +11,8 @@ from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
 from aclm.builders.tiny_models import (
     DEFAULT_TEXT_DIR,
     MBART50_LANGUAGE_CODES,
-    MODEL_DIRS,
     PAPER_SHAPE_SPECS,
+    SPECS,
     build_tiny_models,
     collect_text_files,
     is_up_to_date,
@@ -38,7 +38,7 @@ def mbart(built):
 
 def test_manifest_and_up_to_date(built):
     out, manifest = built
-    assert sorted(manifest["models"]) == sorted(MODEL_DIRS)
+    assert sorted(manifest["models"]) == sorted(SPECS)
     assert manifest["seed"] == 0
     assert "data/sample/en/train.conll" in manifest["text_files"]
     assert all(m["parameters"] > 0 and m["bytes"] > 0 for m in manifest["models"].values())
@@ -55,7 +55,7 @@ def test_same_seed_same_bytes_other_seed_other_weights(built, tmp_path):
     for file in sorted(p for p in out.rglob("*") if p.is_file()):
         assert (tmp_path / "same" / file.relative_to(out)).read_bytes() == file.read_bytes(), file
     build_tiny_models(tmp_path / "other", seed=1)
-    for name in MODEL_DIRS:  # the seed draws the weights; the tokenizers depend on the text only
+    for name in SPECS:  # the seed draws the weights; the tokenizers depend on the text only
         other, same = tmp_path / "other" / name, out / name
         assert (other / "model.safetensors").read_bytes() != (same / "model.safetensors").read_bytes()
         assert (other / "tokenizer.json").read_bytes() == (same / "tokenizer.json").read_bytes()

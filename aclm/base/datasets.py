@@ -97,11 +97,6 @@ def get_spec(name: str) -> DatasetSpec:
     return folder_spec(name, folder, _LANGUAGES.get(folder))
 
 
-def is_known(name: str) -> bool:
-    """Whether ``name`` is a registered dataset or a folder holding at least a train file."""
-    return dataset_error(name) is None
-
-
 def dataset_error(name: str) -> str | None:
     """Why ``name`` names no usable dataset, or None when it does (a clear message for the user)."""
     specs = registry()

@@ -357,9 +357,6 @@ BUILDERS = {
     "gpt2": build_gpt2,
 }
 
-#: Sub-folder name of each tiny model inside the output folder.
-MODEL_DIRS = tuple(SPECS)
-
 
 # ----------------------------------------------------------------------- manifest
 
