@@ -80,7 +80,7 @@ aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
 run: $(METHOD_MODELS)  ## any method of the method table (`scripts/run_method.py --list`) for one setting
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
-# BENCH_ARGS="--profile mini --generator <a mini run's s4_generator>": usable augmentations of a fine-tuned generator
+# BENCH_ARGS="profile=mini generator.model=<a mini run's s4_generator>": usable augmentations of a fine-tuned generator
 bench: $(TINY)  ## throughput of S2/S3/retrieval/generation, the released code's approach beside ours, usable per CPU s
 	OMP_NUM_THREADS=1 $(PYTHON) scripts/benchmark.py $(BENCH_ARGS)
 
@@ -108,8 +108,8 @@ METHODS ?=
 SEEDS   ?=
 RUNS    ?= runs
 RESULTS ?= results
-GRID_ARGS = --profile $(PROFILE) --runs $(RUNS) $(if $(LANGS),--langs $(LANGS)) \
-            $(if $(SIZES),--sizes $(SIZES)) $(if $(METHODS),--methods $(METHODS)) $(if $(SEEDS),--seeds $(SEEDS))
+GRID_ARGS = profile=$(PROFILE) run_dir=$(RUNS) $(if $(LANGS),langs=$(LANGS)) \
+            $(if $(SIZES),sizes=$(SIZES)) $(if $(METHODS),methods=$(METHODS)) $(if $(SEEDS),seeds=$(SEEDS))
 
 define reproduce_grid
 	+@frag=$$($(PYTHON) scripts/grid.py makefile $(1) $(GRID_ARGS) --python $(PYTHON)) || exit 1; \
@@ -167,4 +167,4 @@ table:  ## tables (F1, F1 per type) of any finished runs: RUNS_GLOB, PAPER=<grid
 	$(PYTHON) scripts/tabulate_runs.py $(foreach g,$(RUNS_GLOB),'$(g)') --out $(RESULTS)/tabulate $(if $(PAPER),--paper $(PAPER))
 
 grid-check:  ## fail if two grids would write one run with different settings
-	$(PYTHON) scripts/grid.py check --profile $(PROFILE) --runs $(RUNS)
+	$(PYTHON) scripts/grid.py check profile=$(PROFILE) run_dir=$(RUNS)

@@ -2,9 +2,9 @@
 """Throughput of the ACLM stages on this machine, and the released code's approach beside ours.
 
     make bench                                   # = python scripts/benchmark.py (tiny models)
-    python scripts/benchmark.py --profile paper_shape --sentences 200 --compare 8
-    python scripts/benchmark.py --device cuda --encoder xlm-roberta-large --generator facebook/mbart-large-50 \
-        --embedder sentence-transformers/distiluse-base-multilingual-cased-v2
+    python scripts/benchmark.py profile=paper_shape --sentences 200 --compare 8
+    python scripts/benchmark.py device=cuda ner.model=xlm-roberta-large generator.model=facebook/mbart-large-50 \
+        generation.mixner.embedder=sentence-transformers/distiluse-base-multilingual-cased-v2
 
 Prints sentences per second for keyword extraction (S2), template building
 (S3), retrieval (mixner's similarity search, at 1k and 15k sentences) and
@@ -19,14 +19,18 @@ generation (S5).  Then, on the same models and data, the released code's way:
   ``generation.constrained`` mode.  Usable: well formed (the project's
   parse), every entity of the source kept, not a copy of it.  The constrained
   modes also give the grammar's own share of the decoding time.  Only a
-  fine-tuned generator makes this meaningful: ``--generator`` an S4 folder
+  fine-tuned generator makes this meaningful: ``generator.model=`` an S4 folder
   (``storage.keep_models=true`` keeps it), e.g. of a mini-profile ACLM run;
 * retrieval: scipy's cosine distance over every pair of sentences in a Python
   double loop, timed at ``--pairs-n`` sentences and extrapolated to 15,000
   (N^2 pairs; encoding grows with N), against our search measured at 15,000.
 
 Sentences come from $ACLM_DATA_DIR/multiconer/en when present, else the
-bundled sample, repeated.  Models are the profile's unless given.
+bundled sample, repeated.  ``key=value`` overrides the config as on the stage
+scripts: ``profile=`` (default tiny) gives the models and batch sizes,
+``device=`` (cpu, the default, or cuda) where they run; the encoder S2 reads is
+``ner.model``, the generator ``generator.model``, mixner's embedder
+``generation.mixner.embedder``.
 """
 
 from __future__ import annotations
@@ -184,23 +188,19 @@ def released_retrieval(texts: list[str], embedder: str, device) -> tuple[float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", default="tiny", help="whose models and batch sizes (default: %(default)s)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--encoder", help="encoder whose attention S2 reads (default: the profile's)")
-    parser.add_argument("--generator", help="default: the profile's")
-    parser.add_argument("--embedder", help="default: the profile's")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="config overrides, e.g. profile=paper_shape device=cuda generator.model=<an S4 folder>")
     parser.add_argument("--sentences", type=int, default=1000, help="sentences for S2 and S3")
     parser.add_argument("--generate", type=int, default=64, help="templates to decode")
     parser.add_argument("--compare", type=int, default=32, help="templates for the released-code generation")
     parser.add_argument("--pairs-n", type=int, default=500, help="sentences for the released-code retrieval")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    cfg = load_config([f"profile={args.profile}"])
+    cfg = load_config(["profile=tiny", "device=cpu", *args.overrides])
     paper_decoding = load_config(["profile=paper"]).generation
-    encoder_name = args.encoder or cfg.ner.model
-    generator_name = args.generator or cfg.generator.model
-    embedder_name = args.embedder or cfg.generation.mixner.embedder
-    device = torch.device(args.device)
+    encoder_name, generator_name = cfg.ner.model, cfg.generator.model
+    embedder_name = cfg.generation.mixner.embedder
+    device = torch.device(cfg.device)
     sentences = corpus(args.sentences)
     types = sorted({t for s in sentences for t in s.entity_types})
     figures: dict[str, float] = {}
@@ -247,7 +247,7 @@ def main() -> None:
                    retrieval_released_15k_s_extrapolated=released_full,
                    retrieval_speedup_15k=released_full / figures["retrieval_15k_seconds"])
 
-    print(f"device {device}, profile {args.profile}: encoder {encoder_name}, generator {generator_name}, "
+    print(f"device {device}, profile {cfg.profile}: encoder {encoder_name}, generator {generator_name}, "
           f"embedder {embedder_name}")
     for name, value in figures.items():
         print(f"  {name:<40} {value:12.2f}")

@@ -151,7 +151,7 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
               Step("pipeline-s6-s7", check.script("stage_costs.py", "--json", str(costs), "method=aclm", *setting),
                    read_figures(costs))]
     steps += [check.measured(f"generation-batch-{size}", "generation", "--batch-size", str(size), "--templates",
-                             str(mode.templates), "--profile", mode.profile, "--device", mode.device)
+                             str(mode.templates), f"profile={mode.profile}", f"device={mode.device}")
               for size in mode.batch_sizes]
     steps += [check.measured(f"pack-{jobs}", "packing", "--jobs", str(jobs), "--run-dir",
                              str(check.state / "runs" / f"pack-{jobs}"), f"profile={mode.profile}",
@@ -250,7 +250,7 @@ def generation_templates(profile: str, mask: str, n: int) -> tuple[list[str], li
     return templates, sorted({t for s in sentences for _, _, t in s.spans()})
 
 
-def measure_generation(profile: str, device_name: str, batch_size: int, templates: int) -> dict:
+def measure_generation(overrides: list[str], batch_size: int, templates: int) -> dict:
     """Templates per second and CUDA peak memory of batched decoding at one batch size, with the paper's
     decoding (5 beams, top-k 10, up to 100 tokens).  Random weights never stop early: an upper bound."""
     import torch
@@ -260,10 +260,10 @@ def measure_generation(profile: str, device_name: str, batch_size: int, template
     from aclm.steps.finetuning import add_label_tokens, load_generator
     from aclm.steps.generation import Job, decode_jobs
 
-    device = torch.device(device_name)
-    cfg = load_config([f"profile={profile}"])
+    cfg = load_config(overrides)
+    device = torch.device(cfg.device)
     model, tokenizer = load_generator(cfg.generator.model, "en")
-    texts, types = generation_templates(profile, tokenizer.mask_token, templates)
+    texts, types = generation_templates(cfg.profile, tokenizer.mask_token, templates)
     labels = add_label_tokens(model, tokenizer, types, dict(cfg.generator.label_token_init))
     model.to(device)
     decoding = OmegaConf.merge(load_config(["profile=paper"]).generation, {"batch_size": batch_size})
@@ -617,7 +617,7 @@ def measurement(args: argparse.Namespace) -> int:
     if args.command == "environment":
         figures = measure_environment()
     elif args.command == "generation":
-        figures = measure_generation(args.profile, args.device, args.batch_size, args.templates)
+        figures = measure_generation(args.overrides, args.batch_size, args.templates)
     else:
         figures = measure_packing(args.jobs, args.run_dir, args.overrides)
     write_json(args.json, figures)
@@ -646,14 +646,13 @@ def parser() -> argparse.ArgumentParser:
         measure = sub.add_parser(name, help=f"(a step of run) measure {text}")
         measure.add_argument("--json", type=Path, required=True, help="where the figures go")
         if name == "generation":
-            measure.add_argument("--profile", required=True)
-            measure.add_argument("--device", required=True)
             measure.add_argument("--batch-size", type=int, required=True)
             measure.add_argument("--templates", type=int, required=True)
         if name == "packing":
             measure.add_argument("--jobs", type=int, required=True)
             measure.add_argument("--run-dir", type=Path, required=True)
-            measure.add_argument("overrides", nargs="*", metavar="key=value")
+        if name != "environment":
+            measure.add_argument("overrides", nargs="*", metavar="key=value", help="profile=... device=...")
     return top
 
 

@@ -1,15 +1,19 @@
 #!/usr/bin/env python
 """Expand a paper table's grid into runs: a Makefile fragment, a command list, or one run.
 
-    python scripts/grid.py makefile table1 --profile paper --langs en --sizes 100 --seeds 1
-    python scripts/grid.py list table1 --profile paper --phase 0      # one command a line
-    python scripts/grid.py check --profile paper                      # grids agree on shared runs
-    python scripts/grid.py prune table1 --profile paper               # drop finished settings' S1 weights
+    python scripts/grid.py makefile table1 profile=paper langs=en sizes=100 seeds=1
+    python scripts/grid.py list table1 profile=paper --phase 0        # one command a line
+    python scripts/grid.py check profile=paper                        # grids agree on shared runs
+    python scripts/grid.py prune table1 profile=paper                 # drop finished settings' S1 weights
     python scripts/grid.py cell <result.json> method=aclm profile=...  # one run, failed.json on error
-    python scripts/grid.py submit table1 --profile paper --slurm [--dry-run]  # job arrays, then the table
+    python scripts/grid.py submit table1 profile=paper --slurm [--dry-run]  # job arrays, then the table
 
-``makefile`` writes the fragment atomically (``<runs>/<profile>/grids/``) and
-prints its path.  ``submit`` sends the runs that are not done to Slurm
+The cells are chosen by ``key=value`` as a stage script's config:
+``profile=`` (default paper), ``run_dir=`` (default runs) and the slices
+``langs=`` (datasets, or their last part: en matches multiconer/en),
+``sizes=``, ``methods=`` and ``seeds=`` (replacing the grid's), each a
+comma-separated list.  ``makefile`` writes the fragment atomically
+(``<run_dir>/<profile>/grids/``) and prints its path.  ``submit`` sends the runs that are not done to Slurm
 (``aclm/tables/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
 ``--dry-run`` prints the batch scripts instead.  See ``aclm/tables/grid.py`` for
 make and GNU parallel.
@@ -23,24 +27,25 @@ import sys
 from pathlib import Path
 
 from aclm.base.runtime import exit_on_sigterm
-from aclm.tables.grid import (GridError, cell_command, conflicts, expand, fragment_path, grid_names, load_grid,
-                       makefile, parse_slice, prune_finished_s1, run_cell, with_prerequisites, write_makefile)
+from aclm.tables.grid import (SELECTION, SLICES, GridError, cell_command, conflicts, expand, fragment_path,
+                              grid_names, load_grid, makefile, parse_slice, prune_finished_s1, run_cell, selected_cells,
+                              selection, with_prerequisites, write_makefile)
 from aclm.tables.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
+
+
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("selection", nargs="*", metavar="key=value",
+                        help=f"which cells: {', '.join(f'{k}=' for k in SELECTION)} (see above)")
 
 
 def add_grid_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("table", help=f"a grid in configs/grids ({', '.join(grid_names())})")
-    parser.add_argument("--profile", default="paper")
-    parser.add_argument("--runs", default="runs", help="the run directory root (config key run_dir)")
-    parser.add_argument("--langs", help="datasets, or their last part (en matches multiconer/en)")
-    parser.add_argument("--sizes", help="gold sizes, e.g. 100,200")
-    parser.add_argument("--methods", help="methods, e.g. aclm,lwtr")
-    parser.add_argument("--seeds", help="seeds (replace the grid's), e.g. 1,2,3,4,5")
+    add_selection(parser)
     parser.add_argument("--python", default=sys.executable, help="interpreter the commands use")
 
 
-def slices(args: argparse.Namespace) -> dict:
-    return {k: parse_slice(getattr(args, k)) for k in ("langs", "sizes", "methods", "seeds")}
+def slices(chosen: dict) -> dict:
+    return {k: parse_slice(chosen[k]) for k in SLICES}
 
 
 def add_submit_args(parser: argparse.ArgumentParser) -> None:
@@ -55,24 +60,24 @@ def add_submit_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", help="sbatch --account (overrides the file's)")
 
 
-def aggregate_args(args: argparse.Namespace) -> list[str]:
-    """scripts/aggregate.py's options for the same slice."""
-    sliced = [w for k, v in slices(args).items() if v for w in (f"--{k}", ",".join(v))]
-    return ["--profile", args.profile, "--runs", args.runs, "--out", args.results, *sliced]
+def aggregate_args(chosen: dict, results: str) -> list[str]:
+    """scripts/aggregate.py's arguments for the same cells."""
+    return [*(f"{k}={v}" for k, v in chosen.items() if v), "--out", results]
 
 
-def submit_grid(grid, cells, args: argparse.Namespace) -> None:
+def submit_grid(grid, cells, chosen: dict, args: argparse.Namespace) -> None:
     """Submit (or, with --dry-run, print) the job arrays of the runs that are not done, then the table job."""
     cluster = load_cluster(args.cluster_config, args.partition, args.account)
     arrays, done = plan(cells, grid.name)
-    places = Places.of(args.runs, args.profile, grid.name, Path.cwd())
+    places = Places.of(chosen["run_dir"], chosen["profile"], grid.name, Path.cwd())
     runs = done + sum(len(a.tasks) for a in arrays)
+    table = aggregate_args(chosen, args.results)
     if args.dry_run:
-        jobs = plan_jobs(arrays, grid.name, cluster, places, args.python, aggregate_args(args))
+        jobs = plan_jobs(arrays, grid.name, cluster, places, args.python, table)
         for job in jobs:
             print(f"# ---- {job.name} " + "-" * 40 + f"\n{job.script}")
     else:
-        jobs = submit(arrays, grid.name, cluster, places, args.python, aggregate_args(args))
+        jobs = submit(arrays, grid.name, cluster, places, args.python, table)
     print(summary(jobs, runs, done))
     print(f"logs: {places.logs}/<run>.log" + ("" if args.dry_run else f"; scripts and job IDs: {places.submission}"))
 
@@ -88,8 +93,7 @@ def main() -> None:
     add_grid_args(sub.add_parser("prune", help="delete the S1 weights of the settings whose runs are all done"))
     add_submit_args(sub.add_parser("submit", help="submit the runs not done to Slurm as job arrays, then the table"))
     check = sub.add_parser("check", help="fail if two grids would write one result with different commands")
-    check.add_argument("--profile", default="paper")
-    check.add_argument("--runs", default="runs")
+    add_selection(check)
     cell = sub.add_parser("cell", help="run one cell; write failed.json beside its result if it fails")
     cell.add_argument("result", type=Path, help="the result.json the run must produce")
     cell.add_argument("overrides", nargs="+", metavar="key=value")
@@ -98,21 +102,22 @@ def main() -> None:
 
     if args.command == "cell":
         sys.exit(run_cell(args.result, args.overrides))
+    chosen = selection(args.selection)
     if args.command == "check":
-        cells = [c for name in grid_names() for c in expand(load_grid(name), args.profile, args.runs)]
+        cells = [c for name in grid_names() for c in expand(load_grid(name), chosen["profile"], chosen["run_dir"])]
         clashes = conflicts(cells)
         print("\n".join(clashes) or f"{len(grid_names())} grids agree on every shared run")
         sys.exit(1 if clashes else 0)
     grid = load_grid(args.table)
-    cells = expand(grid, args.profile, args.runs, **slices(args))
+    cells = selected_cells(grid, chosen)
     if args.command == "prune":
         settings, freed = prune_finished_s1(cells)
         print(f"pruned the S1 weights of {settings} finished settings: {freed / 1e9:.2f} GB freed")
     elif args.command == "submit":
-        submit_grid(grid, cells, args)
+        submit_grid(grid, cells, chosen, args)
     elif args.command == "makefile":
-        title = f"{grid.name} ({grid.title}) for profile {args.profile}: {len(cells)} cells"
-        path = fragment_path(args.runs, args.profile, grid.name, slices(args))
+        title = f"{grid.name} ({grid.title}) for profile {chosen['profile']}: {len(cells)} cells"
+        path = fragment_path(chosen["run_dir"], chosen["profile"], grid.name, slices(chosen))
         print(write_makefile(path, makefile(cells, title, args.python)))
     else:
         for c in with_prerequisites(cells):

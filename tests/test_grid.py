@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aclm.tables.grid import (GRID_DIR, Cell, GridError, conflicts, expand, fragment_path, grid_names, load_grid,
-                       makefile, run_cell, with_prerequisites)
+                              makefile, run_cell, with_prerequisites)
 
 CROSS = "test_datasets=[multiconer/hi,multiconer/bn,multiconer/de,multiconer/zh]"
 
@@ -229,8 +229,7 @@ def test_a_stopped_cell_stops_its_run_and_leaves_no_scratch_folder(tmp_path):
 def test_list_prints_phases_in_order():
     env = {**os.environ, "PYTHONPATH": str(GRID_DIR.parent.parent)}
     script = str(GRID_DIR.parent.parent / "scripts" / "grid.py")
-    args = ["table4", "--langs", "conll2003/en", "--sizes", "200", "--methods", "wikineural", "--seeds", "1",
-            "--python", "py"]
+    args = ["table4", "langs=conll2003/en", "sizes=200", "methods=wikineural", "seeds=1", "--python", "py"]
     phases = [subprocess.run([sys.executable, script, "list", *args, "--phase", str(p)],
                              capture_output=True, text=True, check=True, env=env,
                              cwd=GRID_DIR.parent.parent).stdout.splitlines() for p in (0, 1, 2)]

@@ -82,7 +82,7 @@ def test_dry_run_scripts_exec_the_run_and_log_it_under_its_name(arrays_of, tmp_p
     arrays, _ = arrays_of(cells)
     places = Places.of("runs", "paper", "t", tmp_path)
     cluster = load_cluster(partition="gpu")
-    jobs = plan_jobs(arrays, "table1", cluster, places, "python", ["--profile", "paper"])
+    jobs = plan_jobs(arrays, "table1", cluster, places, "python", ["profile=paper"])
     s1, aclm, table = (j.script for j in jobs)
     assert "#SBATCH --array=0\n" in s1 and "#SBATCH --gres=gpu:1\n" in s1 and "--partition=gpu" in s1
     assert "#SBATCH --dependency=aftercorr:<t.gold_only>\n#SBATCH --kill-on-invalid-dep=yes" in aclm

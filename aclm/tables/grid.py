@@ -14,7 +14,7 @@ which writes ``failed.json`` beside the missing result when a run fails):
 
 * make (``make reproduce-table1`` does this)::
 
-      frag=$(python scripts/grid.py makefile table1 --profile paper --langs en,de)
+      frag=$(python scripts/grid.py makefile table1 profile=paper langs=en,de)
       make -f "$frag" -j 4 -k all
 
   every cell is a file target (its result.json); method cells depend
@@ -25,12 +25,12 @@ which writes ``failed.json`` beside the missing result when a run fails):
 * GNU parallel: run the phases in order (0: S1, 1: methods, 2: WikiNEuRal)::
 
       for phase in 0 1 2; do
-        python scripts/grid.py list table1 --profile paper --phase $phase | parallel -j 4 || break
+        python scripts/grid.py list table1 profile=paper --phase $phase | parallel -j 4 || break
       done
 
 * Slurm (``make submit-table1``; :mod:`aclm.tables.slurm`, docs/cluster.md)::
 
-      python scripts/grid.py submit table1 --profile paper --slurm [--dry-run]
+      python scripts/grid.py submit table1 profile=paper --slurm [--dry-run]
 
   submits the runs not done as job arrays, one per method, each task after
   its own setting's S1 (``aftercorr``), then a job that writes the table.
@@ -251,6 +251,28 @@ def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
 
 
 # --- expansion -----------------------------------------------------------------------------
+
+#: What picks a grid's cells on a command line (scripts/grid.py, scripts/aggregate.py), as ``key=value`` like the
+#: stage scripts' config overrides, with its default: the profile and run_dir they run under, and the slices.
+SLICES = ("langs", "sizes", "methods", "seeds")
+SELECTION = {"profile": "paper", "run_dir": "runs", **dict.fromkeys(SLICES)}
+
+
+def selection(words: Sequence[str]) -> dict[str, Optional[str]]:
+    """``["profile=tiny", "langs=en,de"]`` -> every key of :data:`SELECTION`, the ones not given at their default."""
+    chosen = dict(SELECTION)
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or key not in SELECTION:
+            raise GridError(f"{word!r}: expected key=value with a key of {', '.join(SELECTION)}")
+        chosen[key] = value
+    return chosen
+
+
+def selected_cells(grid: Grid, chosen: dict[str, Optional[str]]) -> list["Cell"]:
+    """The cells of ``grid`` a :func:`selection` picks."""
+    return expand(grid, chosen["profile"], chosen["run_dir"], *(chosen[k] for k in SLICES))
+
 
 def parse_slice(value: Slice) -> Optional[list[str]]:
     """``"en,de"``, ``"en de"`` or a list -> ``["en", "de"]``; empty -> None (no slice)."""

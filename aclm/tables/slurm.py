@@ -179,7 +179,7 @@ def run_label(cell: Cell) -> str:
 class Places:
     """Where a submission's files go (absolute paths: the jobs run in ``workdir``)."""
 
-    workdir: Path                                # the jobs' working directory (relative --runs are below it)
+    workdir: Path                                # the jobs' working directory (a relative run_dir is below it)
     logs: Path                                   # one <run>.log per run
     submission: Path                             # scripts, task links and the job IDs of this submission
 
@@ -193,7 +193,7 @@ class Places:
         return self.submission / "tasks" / array.name
 
     def absolute(self, cell: Cell) -> str:
-        """A run's result path as the record keeps it, however ``--runs`` was spelt."""
+        """A run's result path as the record keeps it, however ``run_dir`` was spelt."""
         return str((self.workdir / cell.result_path).resolve())
 
 
