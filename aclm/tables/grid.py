@@ -66,7 +66,7 @@ from omegaconf import OmegaConf
 
 from aclm.base import registry
 from aclm.base.config import load_config
-from aclm.base.io import atomic_write_text, write_json
+from aclm.base.io import atomic_write_text, read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.run.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_name
 from aclm.run.stages import Stale, planning, prune
@@ -465,6 +465,11 @@ def write_makefile(path: Path, text: str) -> Path:
 
 
 # --- one cell, recording failures ----------------------------------------------------------
+
+def failure(failed: Path) -> str:
+    """The error a failed run recorded in its ``failed.json`` (:func:`run_cell` writes it)."""
+    return read_json(failed).get("error", "failed")
+
 
 def run_cell(result: Path, args: list[str], python: str = sys.executable, tail_lines: int = 40) -> int:
     """Run one cell; on failure write ``failed.json`` (error, exit code, log tail) beside its result.

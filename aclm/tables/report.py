@@ -46,7 +46,7 @@ from aclm.base.registry import METHODS
 from aclm.run import outputs
 from aclm.run.layout import GOLD_ONLY
 from aclm.run.stages import STAMP
-from aclm.tables.grid import Cell, Gold, Grid
+from aclm.tables.grid import Cell, Gold, Grid, failure
 from aclm.tables.perplexity import perplexity
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
@@ -90,11 +90,11 @@ def run_status(cell: Cell) -> tuple[str, Optional[dict], Optional[str]]:
             return MISSING, None, f"{cell.result_path} is stale: its config or inputs changed; re-run the grid"
         return OK, outputs.result(cell.result_path.parent), None
     if cell.failed_path.exists():
-        return FAILED, None, read_json(cell.failed_path).get("error", "failed")
+        return FAILED, None, failure(cell.failed_path)
     for need in cell.prerequisites():
         if need.failed_path.exists():
             what = "S1" if need.method == GOLD_ONLY else need.method
-            return FAILED, None, f"{what} failed: {read_json(need.failed_path).get('error', 'failed')}"
+            return FAILED, None, f"{what} failed: {failure(need.failed_path)}"
     return MISSING, None, None
 
 

@@ -44,7 +44,7 @@ from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
 from aclm.run import outputs
 from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
-from aclm.tables.grid import Block, Gold, Grid, expand, load_grid
+from aclm.tables.grid import Block, Gold, Grid, expand, failure, load_grid
 from aclm.tables.report import FAILED as FAILED_STATUS
 from aclm.tables.report import OK, Report, assemble, method_id, read_reference, template_fields, test_sets
 
@@ -153,7 +153,7 @@ def found_status(run: FoundRun) -> tuple[str, Optional[dict], Optional[str]]:
     """(status, result, error): a run found has its result, or else its failed.json."""
     if run.result_path.exists():
         return OK, outputs.result(run.result_path.parent), None
-    return FAILED_STATUS, None, read_json(run.failed_path).get("error", "failed")
+    return FAILED_STATUS, None, failure(run.failed_path)
 
 
 # --- the tables' grids ---------------------------------------------------------------------
