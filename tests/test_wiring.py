@@ -151,3 +151,40 @@ def test_a_duplicate_method_name_is_refused():
     with pytest.raises(ValueError, match="registered already"):
         registry.register(registry.Method("lwtr", "another LwTR", "none"))
     assert registry.get("lwtr").summary == "label-wise token replacement"
+
+
+def test_each_methods_chain_is_declared_as_data():
+    """The chain is a list of steps: a stage, the earlier steps it reads; run by one loop (aclm.run.chain)."""
+    from aclm.base.config import load_config
+    from aclm.run.chain import chain
+
+    def steps(*overrides):
+        return {s.name: s for s in chain(load_config(["profile=tiny", *overrides]))}
+
+    gold_only = steps("method=gold_only")
+    assert list(gold_only) == [layout.DATA, layout.S1, layout.S1_EVAL] and gold_only[layout.S1_EVAL].scores
+    aclm = steps("method=aclm")
+    assert list(aclm) == [layout.DATA, layout.S1, layout.S2, layout.S3, layout.S4, layout.S5, layout.S6, layout.S7,
+                          layout.S7_EVAL]
+    assert aclm[layout.S5].reads == (layout.DATA, layout.S3, layout.S4) and aclm[layout.S5].frees == layout.S4
+    assert aclm[layout.S6].reads == (layout.DATA, layout.S5) and not aclm[layout.S7_EVAL].frees   # a single run
+    assert steps("method=aclm", "storage.keep_final_tagger=false")[layout.S7_EVAL].frees == layout.S7   # a grid's
+    assert not steps("method=aclm", "storage.keep_models=true")[layout.S5].frees
+    melm = steps("method=melm")                             # its consistency filter reads the gold tagger
+    assert melm[layout.S6].reads == (layout.DATA, layout.AUGMENT, layout.S1)
+    assert steps("method=wikineural")[layout.AUGMENT].needs == ("aclm",)
+    for method in registry.METHODS:                        # every step reads only steps before it
+        names = list(steps(f"method={method}"))
+        assert all(names.index(r) < names.index(s.name) for s in steps(f"method={method}").values() for r in s.reads)
+
+
+def test_list_stages_prints_a_chain_and_a_stage_script_refuses_a_stage_its_method_lacks(tmp_path):
+    listed = subprocess.run([sys.executable, "scripts/run_method.py", "--list-stages", "method=lwtr", "profile=tiny"],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert listed[0] == "lwtr (augment: baselines.lwtr:augment_gold):"
+    assert [line.split()[0] for line in listed[1:]] == [layout.DATA, layout.S1, layout.AUGMENT, layout.S6, layout.S7,
+                                                         layout.S7_EVAL]
+    refused = subprocess.run([sys.executable, "scripts/extract_keywords.py", "method=lwtr", "profile=tiny",
+                              f"run_dir={tmp_path}"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert refused.returncode == 1 and "has no stage s2_keywords" in refused.stderr
+    assert not any(tmp_path.iterdir())                     # refused before anything ran
