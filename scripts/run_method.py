@@ -26,14 +26,14 @@ def list_methods() -> None:
 
 
 def list_stages(overrides: list[str]) -> None:
-    """Each method's chain under this config (the consistency filter and storage keys change it)."""
-    _, cfg = parse(stage_parser(__doc__), overrides)
+    """The method's chain under this config (the consistency filter and storage keys change it); every
+    method's without ``method=``."""
     given = any(o.startswith("method=") for o in overrides)
-    for name in [cfg.method] if given else registry.METHODS:
-        method_cfg = cfg if given else parse(stage_parser(__doc__), [*overrides, f"method={name}"])[1]
-        augment = registry.get(name).augment
-        print(f"{name}" + (f" (augment: {augment})" if augment else "") + ":")
-        for step in chain(method_cfg):
+    for words in [overrides] if given else [[*overrides, f"method={name}"] for name in registry.METHODS]:
+        _, cfg = parse(stage_parser(__doc__), words)
+        augment = registry.get(cfg.method).augment
+        print(cfg.method + (f" (augment: {augment})" if augment else "") + ":")
+        for step in chain(cfg):
             print(f"  {step.describe()}")
 
 
