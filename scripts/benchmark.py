@@ -3,7 +3,7 @@
 
     make bench                                   # = python scripts/benchmark.py (tiny models)
     python scripts/benchmark.py profile=paper_shape --sentences 200 --compare 8
-    python scripts/benchmark.py device=cuda ner.model=xlm-roberta-large generator.model=facebook/mbart-large-50 \
+    python scripts/benchmark.py device=cuda ner.model=xlm-roberta-large generator.model=facebook/mbart-large-50 \\
         generation.mixner.embedder=sentence-transformers/distiluse-base-multilingual-cased-v2
 
 Prints sentences per second for keyword extraction (S2), template building
