@@ -2,18 +2,25 @@
 
 S4 fine-tunes it, with the mini profile's settings, on templates of the authors'
 released en-100 sample (the released rule's random keywords, S3's skeletons);
-S5's decoding (top-k 10 sampling in 5 beams, R = 5 rounds) then turns six
-hand-written templates it never saw into sentences.  A generation passes when
-it parses, keeps every entity with its type, and has a word of its own (one
-not in its template): what S6 keeps.
+S5's decoding (top-k 10 sampling in 5 beams) then turns six hand-written
+templates it never saw into sentences, 20 rounds each.  A generation passes
+when it parses, keeps every entity with its type, and has a word of its own
+(one not in its template): what S6 keeps.  The same fine-tuned model decodes
+twice: as the paper does (``generation.constrained=off``) and with the label-token
+grammar enforced (``labels``), which leaves only the words to the model.
 
-With the default build (held-out token accuracy 0.671) 14 of the 30 pass: 4-5
-of 5 for templates whose entities have at most two words, none for the three
-with a three-word entity, whose ``<i-x> w <i-x> <i-x> w <i-x>`` the small model
-collapses into one pair.  The test asks for a quarter, and for the tiny random
-generator, fine-tuned the same way, to pass at most one in twenty: the check
-measures the pretraining.  Needs ../shared/data; the first run builds the
-generator (about 15 minutes on 2 cores), S4 and S5 take about 80 s each model.
+How many pass depends on the build more than its held-out figures show: builds
+with the same spec and seed on other hardware or thread counts (held-out token
+accuracy 0.669-0.671) passed 4 to 14 of 30 generations (R = 5) with the paper's
+decoding, and one build 0.16-0.29 of 120 (R = 20) over four fine-tuning seeds,
+0.32-0.47 under ``labels``.  The template with a two-word and a one-word entity
+and no ``<i-x>`` run (maria lopez, madrid) passes 17-20 of 20 in every one; the
+two whose three-word entity the small model collapses into one pair pass none.
+So the test asks for a tenth with the paper's decoding and a fifth under
+``labels``, and for the tiny random generator, fine-tuned the same way, to pass
+at most one in twenty with either: the check measures the pretraining.  Needs
+../shared/data; the first run builds the generator (about 15 minutes on 2
+cores), S4 takes about 100 s a model, S5 about 10 s a decoding.
 """
 
 from __future__ import annotations
@@ -35,9 +42,10 @@ from aclm.steps.keywords import select_random_released
 from aclm.steps.templates import MalformedGeneration, label_tokens, linearize, parse_generation, skeleton
 
 TYPES = ["CORP", "CW", "GRP", "LOC", "PER", "PROD"]
-ROUNDS = 5                                 # the paper's R
-#: at least this share of the mini generator's outputs pass (14 of 30 with the default build), the random one's at most 1/20
-MIN_PASSING, MAX_PASSING_RANDOM = 0.25, 0.05
+ROUNDS = 20                                # the paper's R is 5: more rounds, a steadier share
+#: the least share of the mini generator's outputs that pass, per decoding (measured: 0.13-0.47 and 0.32-0.47)
+MIN_PASSING = {"off": 0.10, "labels": 0.20}
+MAX_PASSING_RANDOM = 0.05                  # the random generator's most, with either decoding
 
 
 def tagged(text: str) -> TaggedSentence:
@@ -73,9 +81,10 @@ def entities(s: TaggedSentence) -> Counter:
 
 
 def finetune_and_generate(model: Path, work: Path, train: list[TaggedSentence], dev: list[TaggedSentence],
-                          *overrides: str) -> list[tuple[TaggedSentence, str, str]]:
-    """S3-S5 with the mini profile's settings: (template sentence, template, generation) per held-out round."""
-    cfg = load_config(["profile=mini", f"generator.model={model}", *overrides])
+                          ) -> dict[str, list[tuple[TaggedSentence, str, str]]]:
+    """S3-S5 with the mini profile's settings: (template sentence, template, generation) per held-out round,
+    for each decoding of :data:`MIN_PASSING`."""
+    cfg = load_config(["profile=mini", f"generator.model={model}"])
 
     def templates(sentences: list[TaggedSentence]):
         keywords = [select_random_released(s.tokens, s.tags, cfg.keywords.p, cfg.keywords.rule, random.Random(i))
@@ -92,9 +101,13 @@ def finetune_and_generate(model: Path, work: Path, train: list[TaggedSentence], 
                  for s, (_, keep) in zip(sentences, HELD_OUT)]
     generator, tokenizer = load_generator(str(out), "en")
     jobs = build_jobs(skeletons, [[None] * ROUNDS for _ in skeletons], tokenizer.mask_token, 1)
-    outputs = decode_jobs(generator, tokenizer, jobs, cfg.generation, label_tokens(TYPES),
-                          [language_code(tokenizer, "en")] * len(jobs), 1, torch.device("cpu"))
-    return [(sentences[job.source], job.template, text) for job, text in zip(jobs, outputs)]
+    results = {}
+    for mode in MIN_PASSING:
+        decoding = load_config(["profile=mini", f"generation.constrained={mode}"]).generation
+        outputs = decode_jobs(generator, tokenizer, jobs, decoding, label_tokens(TYPES),
+                              [language_code(tokenizer, "en")] * len(jobs), 1, torch.device("cpu"))
+        results[mode] = [(sentences[job.source], job.template, text) for job, text in zip(jobs, outputs)]
+    return results
 
 
 def failures(results: list[tuple[TaggedSentence, str, str]]) -> list[str]:
@@ -131,11 +144,13 @@ def passing_share(results: list[tuple[TaggedSentence, str, str]]) -> float:
     return 1 - len(failures(results)) / len(results)
 
 
-def test_the_fine_tuned_mini_generator_keeps_the_entities_and_writes_words_of_its_own(mini_results):
-    assert len(mini_results) == len(HELD_OUT) * ROUNDS
-    assert passing_share(mini_results) >= MIN_PASSING, "\n".join(failures(mini_results))
+@pytest.mark.parametrize("decoding", list(MIN_PASSING))
+def test_the_fine_tuned_mini_generator_keeps_the_entities_and_writes_words_of_its_own(mini_results, decoding):
+    results = mini_results[decoding]
+    assert len(results) == len(HELD_OUT) * ROUNDS
+    assert passing_share(results) >= MIN_PASSING[decoding], "\n".join(failures(results))
 
 
 def test_the_tiny_random_generator_fails_the_same_check(tiny_models, gold, tmp_path):
-    results = finetune_and_generate(tiny_models / "mbart-large-50", tmp_path, *gold)
-    assert passing_share(results) <= MAX_PASSING_RANDOM
+    for decoding, results in finetune_and_generate(tiny_models / "mbart-large-50", tmp_path, *gold).items():
+        assert passing_share(results) <= MAX_PASSING_RANDOM, decoding
