@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,23 @@ def test_no_script_shadows_a_module_the_scripts_import():
     assert shadowed == []
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
-def test_help_prints_the_usage_and_exits(script, tmp_path):
-    proc = subprocess.run([sys.executable, str(script), "--help"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.startswith("usage:"), proc.stdout[:500]
-    assert list(tmp_path.iterdir()) == [], "--help must not write anything"
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory) -> dict[str, tuple[subprocess.Popen, Path]]:
+    """Every script's ``--help``, started at once (each spends seconds importing), each in an empty folder."""
+    started = {}
+    for script in SCRIPTS:
+        folder = tmp_path_factory.mktemp(script.stem)
+        started[script.stem] = (subprocess.Popen([sys.executable, str(script), "--help"], cwd=folder, text=True,
+                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE), folder)
+    yield started
+    for proc, _ in started.values():
+        proc.kill()
+
+
+@pytest.mark.parametrize("script", [s.stem for s in SCRIPTS])
+def test_help_prints_the_usage_and_exits(script, helps):
+    proc, folder = helps[script]
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert stdout.startswith("usage:"), stdout[:500]
+    assert list(folder.iterdir()) == [], "--help must not write anything"
