@@ -65,7 +65,7 @@ test: $(TINY)  ## the fast tier: unit tests and short runs on tiny models (offli
 test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weights, Slurm (what CI runs)
 	$(DATA_ENV) $(PYTHON) -m pytest --durations=25
 
-demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~6 min)
+demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~10 min; first build ~22 min)
 	ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)} $(PYTHON) scripts/demo.py
 
 splits:  ## stratified low-resource samples of DATASET into splits/DATASET

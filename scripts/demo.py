@@ -25,8 +25,8 @@ from aclm.run.gold import dataset_files
 from aclm.run.layout import RunLayout
 
 EXAMPLES = 6
-#: the taggers' epochs here (the profile's 100 would take the demo from 6 minutes to about 20); in its own run
-#: folder, so that the mini Table 1's converged runs are not retrained
+#: the taggers' epochs here: the profile's 100 would train up to five times as long (the demo takes 10 minutes);
+#: in its own run folder, so that the mini Table 1's converged runs are not retrained
 DEMO_EPOCHS = 20
 KEYWORD_EXAMPLES = 5
 
