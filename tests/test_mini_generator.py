@@ -13,9 +13,9 @@ How many pass depends on the build more than its held-out figures show: builds
 with the same spec and seed on other hardware or thread counts (held-out token
 accuracy 0.669-0.671) passed 4 to 14 of 30 generations (R = 5) with the paper's
 decoding, and one build 0.16-0.29 of 120 (R = 20) over four fine-tuning seeds,
-0.32-0.47 under ``labels``.  The template with a two-word and a one-word entity
-and no ``<i-x>`` run (maria lopez, madrid) passes 17-20 of 20 in every one; the
-two whose three-word entity the small model collapses into one pair pass none.
+0.32-0.47 under ``labels``.  There the template with a two-word and a one-word
+entity (maria lopez, madrid) passed 17-20 of 20 in each fine-tune, and the two
+whose three-word entity the small model collapses into one pair passed none.
 So the test asks for a tenth with the paper's decoding and a fifth under
 ``labels``, and for the tiny random generator, fine-tuned the same way, to pass
 at most one in twenty with either: the check measures the pretraining.  Needs
