@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,23 +22,27 @@ def test_no_script_shadows_a_module_the_scripts_import():
     assert shadowed == []
 
 
+#: --help calls run at once: each spends seconds importing torch, and each holds a few hundred MB meanwhile
+AT_ONCE = 4
+
+
 @pytest.fixture(scope="module")
-def helps(tmp_path_factory) -> dict[str, tuple[subprocess.Popen, Path]]:
-    """Every script's ``--help``, started at once (each spends seconds importing), each in an empty folder."""
-    started = {}
-    for script in SCRIPTS:
-        folder = tmp_path_factory.mktemp(script.stem)
-        started[script.stem] = (subprocess.Popen([sys.executable, str(script), "--help"], cwd=folder, text=True,
-                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE), folder)
-    yield started
-    for proc, _ in started.values():
-        proc.kill()
+def helps(tmp_path_factory):
+    """Every script's ``--help``, :data:`AT_ONCE` at a time, each in an empty folder: script -> (future, folder)."""
+    def run(script: Path, folder: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), "--help"], cwd=folder, capture_output=True, text=True,
+                              timeout=300)
+
+    with ThreadPoolExecutor(AT_ONCE) as pool:
+        folders = {script.stem: tmp_path_factory.mktemp(script.stem) for script in SCRIPTS}
+        yield {script.stem: (pool.submit(run, script, folders[script.stem]), folders[script.stem])
+               for script in SCRIPTS}
 
 
 @pytest.mark.parametrize("script", [s.stem for s in SCRIPTS])
 def test_help_prints_the_usage_and_exits(script, helps):
-    proc, folder = helps[script]
-    stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr[-2000:]
-    assert stdout.startswith("usage:"), stdout[:500]
+    future, folder = helps[script]
+    proc = future.result()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("usage:"), proc.stdout[:500]
     assert list(folder.iterdir()) == [], "--help must not write anything"
