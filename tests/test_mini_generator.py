@@ -80,8 +80,8 @@ def entities(s: TaggedSentence) -> Counter:
     return Counter((tuple(s.tokens[a:b]), etype) for a, b, etype in s.spans())
 
 
-def finetune_and_generate(model: Path, work: Path, train: list[TaggedSentence], dev: list[TaggedSentence],
-                          ) -> dict[str, list[tuple[TaggedSentence, str, str]]]:
+def finetune_and_generate(model: Path, work: Path, train: list[TaggedSentence],
+                          dev: list[TaggedSentence]) -> dict[str, list[tuple[TaggedSentence, str, str]]]:
     """S3-S5 with the mini profile's settings: (template sentence, template, generation) per held-out round,
     for each decoding of :data:`MIN_PASSING`."""
     cfg = load_config(["profile=mini", f"generator.model={model}"])

@@ -31,7 +31,7 @@ def helps(tmp_path_factory):
     """Every script's ``--help``, :data:`AT_ONCE` at a time, each in an empty folder: script -> (future, folder)."""
     def run(script: Path, folder: Path) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(script), "--help"], cwd=folder, capture_output=True, text=True,
-                              timeout=300)
+                              timeout=120)
 
     with ThreadPoolExecutor(AT_ONCE) as pool:
         folders = {script.stem: tmp_path_factory.mktemp(script.stem) for script in SCRIPTS}
