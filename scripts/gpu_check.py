@@ -60,6 +60,7 @@ class Mode:
     models: list[str]                 # build_tiny_models.py's arguments
     setting: list[str]                # the measured ACLM setting's overrides
     batch_sizes: tuple[int, ...]
+    constrained_sizes: tuple[int, ...]  # the batch sizes also decoded under generation.constrained=entities
     templates: int                    # templates decoded per batch-size point
     packing: tuple[int, ...]
     pack_overrides: list[str]
@@ -74,13 +75,13 @@ def real_mode(data: Path, ner_epochs: int) -> Mode:
     setting = ["dataset=multiconer/en", "gold=100", "seed=1", "splits.dev_size=null", f"ner.epochs={ner_epochs}",
                "generator.epochs=10", "generation.rounds=5"]
     return Mode("cuda", "paper_shape", "cuda", ["--shape", "paper", "--text", str(data / "multiconer/en/train_full.conll")],
-                setting, (8, 16, 32, 64, 128), 256, (1, 2, 4), ["ner.epochs=3", "splits.dev_size=null"])
+                setting, (8, 16, 32, 64, 128), (32, 128), 256, (1, 2, 4), ["ner.epochs=3", "splits.dev_size=null"])
 
 
 def dry_mode() -> Mode:
     """Every step at its smallest: the tiny profile's bundled sample, one epoch each, two points per sweep."""
     return Mode("dry", "tiny", "cpu", ["--out", "models/tiny"], ["ner.epochs=1", "generator.epochs=1",
-                "generation.rounds=1"], (2, 4), 4, (1, 2), ["ner.epochs=1"])
+                "generation.rounds=1"], (2, 4), (4,), 4, (1, 2), ["ner.epochs=1"])
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -90,6 +91,7 @@ class Step:
     name: str
     command: list[str]
     collect: Callable[[], dict] = dict       # the step's figures, read once it has succeeded
+    lasts: Callable[[], bool] = lambda: True  # whether what the step made is still there (else it runs again)
 
     def params(self) -> str:
         """What keeps a finished step's record valid: its command (settings included)."""
@@ -137,12 +139,18 @@ def junit_counts(path: Path) -> Callable[[], dict]:
 def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
     """The steps in the order they run: the bundle's installation first where there is one."""
     mode = check.mode
-    steps = [Step("install-bundle", check.script("gpu_check.py", "install", "--bundle", str(bundle)))] if bundle else []
+    steps = [Step("install-bundle", check.script("gpu_check.py", "install", "--bundle", str(bundle)),
+                  lasts=lambda: (bundle / "site").is_dir())] if bundle else []
     junit = check.figures("cuda-tests.xml")
     steps += [check.measured("environment", "environment"),
               Step("cuda-tests", [check.python, "-m", "pytest", "-m", "cuda", str(ROOT / "tests" / "test_cuda.py"),
                                   "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"], junit_counts(junit)),
               Step("models", check.script("build_tiny_models.py", *mode.models))]
+    steps += [check.measured(generation_step(size, constrained), "generation", "--batch-size", str(size),
+                             "--templates", str(mode.templates), f"profile={mode.profile}", f"device={mode.device}",
+                             f"generation.constrained={constrained}")
+              for constrained, sizes in (("off", mode.batch_sizes), ("entities", mode.constrained_sizes))
+              for size in sizes]
     setting = mode.overrides(check.state / "runs" / "pipeline")
     costs = check.figures("pipeline.json")
     steps += [Step("pipeline-s0-s1", check.script("train_ner.py", "method=gold_only", *setting)),
@@ -150,14 +158,25 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
               Step("pipeline-s5", check.script("generate.py", "method=aclm", *setting)),
               Step("pipeline-s6-s7", check.script("stage_costs.py", "--json", str(costs), "method=aclm", *setting),
                    read_figures(costs))]
-    steps += [check.measured(f"generation-batch-{size}", "generation", "--batch-size", str(size), "--templates",
-                             str(mode.templates), f"profile={mode.profile}", f"device={mode.device}")
-              for size in mode.batch_sizes]
     steps += [check.measured(f"pack-{jobs}", "packing", "--jobs", str(jobs), "--run-dir",
                              str(check.state / "runs" / f"pack-{jobs}"), f"profile={mode.profile}",
                              f"device={mode.device}", *mode.pack_overrides)
               for jobs in mode.packing]
     return steps
+
+
+def generation_step(size: int, constrained: str) -> str:
+    return f"generation-batch-{size}" + ("" if constrained == "off" else f"-{constrained}")
+
+
+def selected(steps: list[Step], names: Optional[list[str]]) -> list[Step]:
+    """The steps named (a name or the start of names: ``generation`` is every batch size), in the plan's order."""
+    if not names:
+        return steps
+    unknown = [n for n in names if not any(s.name.startswith(n) for s in steps)]
+    if unknown:
+        raise SystemExit(f"--steps: no step is named {', '.join(unknown)} (steps: {', '.join(s.name for s in steps)})")
+    return [s for s in steps if any(s.name.startswith(n) for n in names)]
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -171,23 +190,27 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def finished(path: Path, step: Step) -> Optional[dict]:
-    """The step's record if it finished with the same command."""
-    if not path.exists():
+    """The step's record if it finished with the same command and what it made is still there."""
+    if not path.exists() or not step.lasts():
         return None
     record = json.loads(path.read_text())
     return record if record["status"] == "done" and record["params"] == step.params() else None
 
 
-def run_step(step: Step, check: Check) -> dict:
-    """Run a step (at most STEP_LIMIT seconds) unless it finished earlier; its record."""
+def run_step(step: Step, check: Check, limit: Optional[float] = None) -> dict:
+    """Run a step (at most ``limit`` seconds, default STEP_LIMIT) unless it finished earlier; its record."""
+    limit = STEP_LIMIT if limit is None else limit
     path = check.state / "steps" / f"{step.name}.json"
     record = finished(path, step)
     if record:
         print(f"[{step.name}] done earlier ({record['seconds']:.0f} s): skipped", flush=True)
         return record
+    if limit < 1:
+        print(f"[{step.name}] not run: the budget is spent", flush=True)
+        return {"step": step.name, "status": "not run (budget spent)", "seconds": 0.0}
     log = check.state / "logs" / f"{step.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"[{step.name}] running, at most {STEP_LIMIT} s (log: {log})", flush=True)
+    print(f"[{step.name}] running, at most {limit:.0f} s (log: {log})", flush=True)
     start = time.monotonic()
     with open(log, "a") as out:
         out.write(f"== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {' '.join(step.command)}\n")
@@ -195,11 +218,11 @@ def run_step(step: Step, check: Check) -> dict:
         process = subprocess.Popen(step.command, cwd=ROOT, env=check.env, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         try:
-            code = process.wait(timeout=STEP_LIMIT)
+            code = process.wait(timeout=limit)
             status = "done" if code == 0 else f"failed (exit {code})"
         except subprocess.TimeoutExpired:
             stop(process)
-            status = f"cut off after {STEP_LIMIT} s (run the check again to continue)"
+            status = f"cut off after {limit:.0f} s (run the check again to continue)"
         except BaseException:
             stop(process)
             raise
@@ -252,13 +275,17 @@ def generation_templates(profile: str, mask: str, n: int) -> tuple[list[str], li
 
 def measure_generation(overrides: list[str], batch_size: int, templates: int) -> dict:
     """Templates per second and CUDA peak memory of batched decoding at one batch size, with the paper's
-    decoding (5 beams, top-k 10, up to 100 tokens).  Random weights never stop early: an upper bound."""
+    decoding (5 beams, top-k 10, up to 100 tokens) and the overrides' ``generation.constrained``; the share of
+    outputs that parse and hold their template's entities.  Random weights never stop early: an upper bound."""
     import torch
     from omegaconf import OmegaConf
 
     from aclm.base.config import load_config
+    from aclm.steps.constraints import template_entities
     from aclm.steps.finetuning import add_label_tokens, load_generator
     from aclm.steps.generation import Job, decode_jobs
+    from aclm.steps.screening import MalformedGeneration
+    from aclm.steps.templates import parse_generation
 
     cfg = load_config(overrides)
     device = torch.device(cfg.device)
@@ -266,18 +293,27 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
     texts, types = generation_templates(cfg.profile, tokenizer.mask_token, templates)
     labels = add_label_tokens(model, tokenizer, types, dict(cfg.generator.label_token_init))
     model.to(device)
-    decoding = OmegaConf.merge(load_config(["profile=paper"]).generation, {"batch_size": batch_size})
+    decoding = OmegaConf.merge(load_config(["profile=paper"]).generation,
+                               {"batch_size": batch_size, "constrained": cfg.generation.constrained})
     jobs = [Job(i, 0, None, t) for i, t in enumerate(texts)]
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
+    outputs = decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return {"batch_size": batch_size, "templates": len(jobs), "seconds": round(seconds, 2),
-            "templates_per_s": round(len(jobs) / seconds, 2),
+    kept = 0
+    for job, text in zip(jobs, outputs):
+        try:
+            parse_generation(text, types, tokenizer.mask_token)
+        except MalformedGeneration:
+            continue
+        kept += template_entities(text, labels) == template_entities(job.template, labels)
+    return {"batch_size": batch_size, "constrained": decoding.constrained, "templates": len(jobs),
+            "seconds": round(seconds, 2), "templates_per_s": round(len(jobs) / seconds, 2),
+            "parse_and_keep_entities": round(kept / len(jobs), 3),
             "cuda_peak_mb": round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None}
 
 
@@ -530,10 +566,18 @@ def pipeline_lines(records: dict, mode: Mode) -> list[str]:
 
 
 def throughput_lines(records: dict, mode: Mode) -> list[str]:
-    points = [result(records, f"generation-batch-{b}") for b in mode.batch_sizes]
+    points = [result(records, generation_step(b, c)) for c, sizes in (("off", mode.batch_sizes),
+              ("entities", mode.constrained_sizes)) for b in sizes]
+    plain = {p["batch_size"]: p["templates_per_s"] for p in points if p and p.get("constrained", "off") == "off"}
     lines = ["", "### Generation batch size (paper decoding: 5 beams, top-k 10, up to 100 tokens; random weights "
-                 "never stop early)", "", "| batch | templates/s | CUDA peak MB |", "|---|---|---|"]
-    lines += [f"| {p['batch_size']} | {p['templates_per_s']:.2f} | {fmt(p['cuda_peak_mb'])} |" for p in points if p]
+                 "never stop early)", "",
+             "| batch | constrained | templates/s | time against off | parse and keep entities | CUDA peak MB |",
+             "|---|---|---|---|---|---|"]
+    for p in filter(None, points):
+        constrained = p.get("constrained", "off")
+        ratio = fmt(plain[p["batch_size"]] / p["templates_per_s"], ".2f") if p["batch_size"] in plain else "-"
+        lines.append(f"| {p['batch_size']} | {constrained} | {p['templates_per_s']:.2f} | {ratio} | "
+                     f"{fmt(p.get('parse_and_keep_entities'), '.1%')} | {fmt(p['cuda_peak_mb'])} |")
     packs = [result(records, f"pack-{j}") for j in mode.packing]
     base = next((p["runs_per_hour"] for p in packs if p and p["jobs"] == 1), None)
     lines += ["", "### Runs packed on one GPU (`make -j N`: N Gold-only runs at once, from scratch)", "",
@@ -549,7 +593,7 @@ def throughput_lines(records: dict, mode: Mode) -> list[str]:
 
 def markdown(records: dict, mode: Mode) -> str:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    title = (f"## Results ({when})" if mode.name == "cuda" else
+    title = (f"## Results\n\nMeasured {when}." if mode.name == "cuda" else
              f"## DRY RUN on the CPU ({when})\n\nTiny random models on the CPU: these figures say nothing about a "
              "GPU. They show that every step of the check runs end to end.")
     return "\n".join([title, "", *environment_lines(records, mode), *pipeline_lines(records, mode),
@@ -594,7 +638,10 @@ def run(args: argparse.Namespace) -> int:
     state = args.state or ROOT / "runs" / ("gpu-check" if mode.name == "cuda" else "gpu-check-dry")
     check = Check(mode, state.resolve(), env, args.python)
     start = time.monotonic()
-    records = {step.name: run_step(step, check) for step in plan_steps(check, args.bundle)}
+    end = start + (args.budget or float("inf"))
+    records = {}
+    for step in selected(plan_steps(check, args.bundle), args.steps):
+        records[step.name] = run_step(step, check, min(STEP_LIMIT, end - time.monotonic()))
     out = DOCS / "gpu-check.json" if mode.name == "cuda" else check.state / "gpu-check.json"
     write_results(records, mode, out, DOCS / "gpu-check.md" if mode.name == "cuda" else check.state / "gpu-check.md")
     unfinished = [name for name, r in records.items() if r["status"] != "done"]
@@ -634,6 +681,11 @@ def parser() -> argparse.ArgumentParser:
     checker.add_argument("--ner-epochs", type=int, default=10,
                          help=f"tagger epochs of the measured setting (paper {PAPER_NER_EPOCHS}; default %(default)s)")
     checker.add_argument("--python", default=sys.executable, help="the interpreter the steps use")
+    checker.add_argument("--steps", type=lambda text: text.split(","),
+                         help="only these steps, comma-separated names or their beginnings (e.g. "
+                              "environment,cuda-tests,generation); default every step")
+    checker.add_argument("--budget", type=float, help="seconds for the whole call (a lease): a step gets what is "
+                         "left, at most 600 s; those after the budget are not run and the results are still written")
     bundler = sub.add_parser("bundle", help="gather the wheels and data an offline CUDA node lacks (needs network)")
     bundler.add_argument("--out", type=Path, default=ROOT / "gpu-bundle")
     bundler.add_argument("--python-version", default="3.12", help="the node's Python (default %(default)s)")

@@ -25,10 +25,11 @@ from aclm.run import layout
 from aclm.run.chain import run_method
 from aclm.run.stages import STAMP
 from aclm.run.tagger import amp
+from aclm.steps.constraints import template_entities
 from aclm.steps.finetuning import add_label_tokens, load_generator, training_arguments
 from aclm.steps.generation import Job, decode_jobs, nearest_neighbours
 from aclm.steps.keywords import extract_keywords
-from aclm.steps.templates import render, skeleton
+from aclm.steps.templates import parse_generation, render, skeleton
 
 pytestmark = pytest.mark.cuda
 
@@ -145,3 +146,19 @@ def test_batched_generation_runs_and_its_scores_equal_the_cpus(device, tiny_mode
     outputs = decode_jobs(model, tokenizer, jobs, cfg.generation, labels, [tokenizer.src_lang] * len(jobs), 1,
                           device)
     assert len(outputs) == len(jobs) and all(isinstance(o, str) for o in outputs)
+
+
+def test_entities_decoding_on_the_device_parses_and_keeps_every_template_entity(device, tiny_models, sentences):
+    cfg = load_config(["profile=tiny", "generation.constrained=entities", "generation.num_beams=5",
+                       "generation.max_length=100"])
+    model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
+    types = sorted({t for s in sentences for _, _, t in s.spans()})
+    labels = add_label_tokens(model, tokenizer, types, dict(cfg.generator.label_token_init))
+    templates = [render(skeleton(s, range(1, len(s), 2)), tokenizer.mask_token) for s in sentences if s.spans()]
+    jobs = [Job(i, 0, None, t) for i, t in enumerate(templates)]
+    outputs = decode_jobs(model.to(device), tokenizer, jobs, cfg.generation, labels, ["en_XX"] * len(jobs), 1,
+                          device)
+    assert len(outputs) == len(jobs) >= 40
+    for template, text in zip(templates, outputs):
+        parse_generation(text, types)
+        assert template_entities(text, labels) == template_entities(template, labels), (template, text)

@@ -39,6 +39,23 @@ def test_a_step_cut_off_runs_again_and_a_finished_one_is_skipped(gpu_check, tmp_
     assert gpu_check.run_step(quick, runner)["result"] == {"figure": 1}           # finished: skipped
     assert gpu_check.run_step(gpu_check.Step("s", ["true", "other settings"]), runner)["status"] == "done"
     assert (tmp_path / "logs" / "s.log").read_text().count("== ") == 3             # the skipped one started nothing
+    made = tmp_path / "made"
+    installs = gpu_check.Step("i", ["mkdir", "-p", str(made)], lasts=made.is_dir)
+    assert gpu_check.run_step(installs, runner)["status"] == "done"
+    made.rmdir()                                     # a fresh copy of the tree lost what the step made: it runs again
+    assert gpu_check.run_step(installs, runner)["status"] == "done" and made.is_dir()
+    assert (tmp_path / "logs" / "i.log").read_text().count("== ") == 2
+    assert gpu_check.run_step(gpu_check.Step("late", ["true"]), runner, limit=0)["status"] == "not run (budget spent)"
+    assert not (tmp_path / "steps" / "late.json").exists()
+
+
+def test_steps_are_chosen_by_name_or_its_beginning_in_the_plans_order(gpu_check, tmp_path):
+    plan = gpu_check.plan_steps(check(gpu_check, tmp_path), None)
+    names = [s.name for s in gpu_check.selected(plan, ["pack", "generation-batch-4", "environment"])]
+    assert names == ["environment", "generation-batch-4", "generation-batch-4-entities", "pack-1", "pack-2"]
+    assert gpu_check.selected(plan, None) == plan
+    with pytest.raises(SystemExit, match="no step is named pipline"):
+        gpu_check.selected(plan, ["pipline"])
 
 
 def run_check(*args: str) -> subprocess.CompletedProcess:
@@ -56,14 +73,16 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     first = run_check("--dry-run", "--state", str(tmp_path))
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     records = json.loads((tmp_path / "gpu-check.json").read_text())["steps"]
-    assert list(records) == ["environment", "cuda-tests", "models", "pipeline-s0-s1", "pipeline-s2-s4", "pipeline-s5",
-                             "pipeline-s6-s7", "generation-batch-2", "generation-batch-4", "pack-1", "pack-2"]
+    assert list(records) == ["environment", "cuda-tests", "models", "generation-batch-2", "generation-batch-4",
+                             "generation-batch-4-entities", "pipeline-s0-s1", "pipeline-s2-s4", "pipeline-s5",
+                             "pipeline-s6-s7", "pack-1", "pack-2"]
     assert all(r["status"] == "done" for r in records.values())
     tests = records["cuda-tests"]["result"]
-    assert tests["failed"] == 0 and tests["passed"] == 6                # the CUDA tests' code, run on the CPU
+    assert tests["failed"] == 0 and tests["passed"] == 7                # the CUDA tests' code, run on the CPU
+    assert records["generation-batch-4-entities"]["result"]["parse_and_keep_entities"] == 1.0
     summary = (tmp_path / "gpu-check.md").read_text()
     assert summary.startswith("## DRY RUN on the CPU") and "say nothing about a GPU" in summary
-    assert "| s7_ner |" in summary and "| 4 | " in summary and "| 2 | " in summary
+    assert "| s7_ner |" in summary and "| 4 | entities |" in summary and "| 2 | off |" in summary
     again = run_check("--dry-run", "--state", str(tmp_path))
     assert again.returncode == 0 and again.stdout.count("done earlier") == len(records)
 
