@@ -68,6 +68,10 @@ class Mode:
     def overrides(self, run_dir: Path) -> list[str]:
         return [f"profile={self.profile}", f"device={self.device}", f"run_dir={run_dir}", *self.setting]
 
+    def generation_points(self) -> list[tuple[str, int]]:
+        """(generation.constrained, batch size) of each generation step, in the order they run."""
+        return [("off", b) for b in self.batch_sizes] + [("entities", b) for b in self.constrained_sizes]
+
 
 def real_mode(data: Path, ner_epochs: int) -> Mode:
     """Paper size: the paper's generator epochs, R and full dev set; ``ner_epochs`` of the tagger's 100, few
@@ -149,8 +153,7 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
     steps += [check.measured(generation_step(size, constrained), "generation", "--batch-size", str(size),
                              "--templates", str(mode.templates), f"profile={mode.profile}", f"device={mode.device}",
                              f"generation.constrained={constrained}")
-              for constrained, sizes in (("off", mode.batch_sizes), ("entities", mode.constrained_sizes))
-              for size in sizes]
+              for constrained, size in mode.generation_points()]
     setting = mode.overrides(check.state / "runs" / "pipeline")
     costs = check.figures("pipeline.json")
     steps += [Step("pipeline-s0-s1", check.script("train_ner.py", "method=gold_only", *setting)),
@@ -566,18 +569,18 @@ def pipeline_lines(records: dict, mode: Mode) -> list[str]:
 
 
 def throughput_lines(records: dict, mode: Mode) -> list[str]:
-    points = [result(records, generation_step(b, c)) for c, sizes in (("off", mode.batch_sizes),
-              ("entities", mode.constrained_sizes)) for b in sizes]
-    plain = {p["batch_size"]: p["templates_per_s"] for p in points if p and p.get("constrained", "off") == "off"}
+    points = [(c, result(records, generation_step(b, c))) for c, b in mode.generation_points()]
+    plain = {p["batch_size"]: p["templates_per_s"] for c, p in points if p and c == "off"}
     lines = ["", "### Generation batch size (paper decoding: 5 beams, top-k 10, up to 100 tokens; random weights "
                  "never stop early)", "",
              "| batch | constrained | templates/s | time against off | parse and keep entities | CUDA peak MB |",
              "|---|---|---|---|---|---|"]
-    for p in filter(None, points):
-        constrained = p.get("constrained", "off")
+    for constrained, p in points:
+        if not p:
+            continue
         ratio = fmt(plain[p["batch_size"]] / p["templates_per_s"], ".2f") if p["batch_size"] in plain else "-"
         lines.append(f"| {p['batch_size']} | {constrained} | {p['templates_per_s']:.2f} | {ratio} | "
-                     f"{fmt(p.get('parse_and_keep_entities'), '.1%')} | {fmt(p['cuda_peak_mb'])} |")
+                     f"{fmt(p['parse_and_keep_entities'], '.1%')} | {fmt(p['cuda_peak_mb'])} |")
     packs = [result(records, f"pack-{j}") for j in mode.packing]
     base = next((p["runs_per_hour"] for p in packs if p and p["jobs"] == 1), None)
     lines += ["", "### Runs packed on one GPU (`make -j N`: N Gold-only runs at once, from scratch)", "",
