@@ -1,4 +1,5 @@
-# One setting = DATASET x GOLD x SEED under a PROFILE (configs/profiles/*.yaml).
+# One setting = DATASET x GOLD x SEED under a PROFILE (configs/profiles/*.yaml); each of the three left
+# out is the profile's own (paper: multiconer/en, 100, 1).
 #   make setup && make test && make demo
 #   make run METHOD=aclm DATASET=multiconer/en GOLD=100 SEED=1 PROFILE=tiny
 # Extra config overrides go in ARGS, e.g. ARGS="ner.epochs=5 keywords.p=0.4".
@@ -7,13 +8,13 @@ VENV    ?= .venv
 PYTHON  ?= $(VENV)/bin/python
 TORCH   ?= torch==2.13.0
 PROFILE ?= paper
-DATASET ?= multiconer/en
-# a registered dataset's low-resource sample; a dataset folder trains on all of it unless GOLD is given
-GOLD    ?= $(if $(wildcard $(DATASET)/.),,100)
-SEED    ?= 1
 METHOD  ?= aclm
 ARGS    ?=
-SETTING  = profile=$(PROFILE) dataset=$(DATASET) $(if $(GOLD),gold=$(GOLD)) seed=$(SEED) $(ARGS)
+# DATASET, GOLD and SEED have no defaults here: each is passed only when given (command line or
+# environment), so that a profile's own dataset, gold and seed (configs/profiles/paper.yaml: multiconer/en,
+# 100, 1) are not overridden. A dataset folder trains on all of it unless GOLD is given (aclm/base/config.py).
+given    = $(if $(filter command environment,$(firstword $(origin $(1)))),$(if $(strip $($(1))),$(2)=$(strip $($(1)))))
+SETTING  = $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(call given,GOLD,gold) $(call given,SEED,seed) $(ARGS))
 TINY     = models/tiny/manifest.json
 MINI_GEN = models/mini/manifest.json
 PAPER_SHAPE = models/paper_shape/manifest.json
@@ -68,8 +69,11 @@ test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weigh
 demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~10 min; first build ~22 min)
 	ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)} $(PYTHON) scripts/demo.py
 
-splits:  ## stratified low-resource samples of DATASET into splits/DATASET
-	$(PYTHON) scripts/make_splits.py dataset=$(DATASET) splits.seed=$(SEED) $(ARGS) --out splits/$(DATASET)/seed$(SEED)
+# the profile's dataset and splits.seed where DATASET / SEED are not given
+SPLIT_SETTING = $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(call given,SEED,splits.seed) $(ARGS))
+
+splits:  ## stratified low-resource samples of DATASET (or the profile's) into splits/DATASET/seedSEED
+	$(PYTHON) scripts/make_splits.py $(SPLIT_SETTING)
 
 gold: $(TAGGER_MODELS)  ## S0 + S1: the gold sample and the Gold-only model, evaluated
 	$(PYTHON) scripts/train_ner.py $(SETTING)

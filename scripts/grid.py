@@ -26,7 +26,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from aclm.base.runtime import exit_on_sigterm
+from aclm.base.runtime import Interrupted, handle_signals
 from aclm.tables.grid import (SELECTION, SLICES, GridError, cell_command, conflicts, expand, fragment_path,
                               grid_names, load_grid, makefile, parse_slice, prune_finished_s1, run_cell, selected_cells,
                               selection, with_prerequisites, write_makefile)
@@ -98,7 +98,7 @@ def main() -> None:
     cell.add_argument("result", type=Path, help="the result.json the run must produce")
     cell.add_argument("overrides", nargs="+", metavar="key=value")
     args = parser.parse_args()
-    exit_on_sigterm()
+    handle_signals()
 
     if args.command == "cell":
         sys.exit(run_cell(args.result, args.overrides))
@@ -131,3 +131,5 @@ if __name__ == "__main__":
     except GridError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as stop:             # the cell's run was stopped with it (run_cell)
+        sys.exit(stop.exit_code)

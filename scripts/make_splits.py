@@ -24,8 +24,9 @@ from aclm.run.cli import main_guard, parse, stage_parser
 
 def main() -> None:
     parser = stage_parser(__doc__)
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=Path, help="output folder (default: splits/<dataset>/seed<splits.seed>)")
     args, cfg = parse(parser)
+    args.out = args.out or Path("splits") / cfg.dataset / f"seed{cfg.splits.seed}"
     full = load_split(cfg.dataset, "train", cfg.data_dir)
     samples = {str(n): splits.sample(full, int(n), cfg.splits.seed) for n in cfg.splits.sizes}
     for n, sentences in samples.items():

@@ -6,15 +6,17 @@
     python scripts/run_method.py --list                        # the method table
     python scripts/run_method.py --list-stages method=aclm     # a method's chain (every method's without method=)
 
-Prints where the run's result.json is, and its F1.
+Prints where the run's result.json is, and its F1.  ``--force`` re-runs every stage, ``--force-from
+STAGE`` that stage and every one after it; ``--wait`` waits for another run writing the same folder.
 """
 
 from __future__ import annotations
 
 from aclm.base import registry
-from aclm.run import outputs
-from aclm.run.chain import chain, result_dir
+from aclm.run import layout, outputs
+from aclm.run.chain import chain, plan, run_method
 from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.gold import asked_size
 
 
 def list_methods() -> None:
@@ -42,6 +44,10 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the method table and exit")
     parser.add_argument("--list-stages", action="store_true",
                         help="print the method's chain of stages (every method's without method=) and exit")
+    parser.add_argument("--force-from", metavar="STAGE",
+                        help="re-run this stage and every stage after it, even if current (--list-stages names them)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print which stages would run and why, and run nothing")
     known = parser.parse_known_args()[0]
     if known.list:
         list_methods()
@@ -49,11 +55,21 @@ def main() -> None:
     if known.list_stages:
         list_stages(known.overrides)
         return
-    _, cfg = parse(parser)
-    out = result_dir(cfg)
+    args, cfg = parse(parser)
+    force = chain(cfg)[0].name if args.force else args.force_from
+    if args.dry_run:
+        for name, state in plan(cfg, force):
+            print(f"{name:<15} {'current' if state == 'current' else 'would run: ' + state}")
+        return
+    done = run_method(cfg, force=force, wait=args.wait)
+    out = list(done.values())[-1]
     result = outputs.result(out)
-    print(f"{cfg.method} on {cfg.dataset} (gold {cfg.gold}, seed {cfg.seed}): F1 {result['f1']:.2f}  "
-          f"[{out / 'result.json'}]")
+    drawn = outputs.gold_size(done[layout.DATA])
+    gold = cfg.gold if asked_size(cfg) in (None, drawn) else f"{cfg.gold}, {drawn} sentences drawn"
+    for warning in result.get("warnings", []):
+        print(f"WARNING: {warning}")
+    print(f"{cfg.method} on {cfg.dataset} (gold {gold}, seed {cfg.seed}): F1 {result['f1']:.2f}"
+          f"{' (flagged: see the warning above)' if result.get('warnings') else ''}  [{out / 'result.json'}]")
 
 
 if __name__ == "__main__":

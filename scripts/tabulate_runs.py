@@ -13,8 +13,12 @@ not form a grid: German at 300 gold, a dataset folder's runs, a slice of a
 grid.  Two tables (aclm/tables/tabulate.py): ``f1`` (a row per method and variant, a
 column per dataset x gold size) and ``per_type`` (F1 per entity type), each
 entry the mean ± std over seeds, with the grids' FAILED entries and Welch
-t-test rows.  ``--paper`` names a grid (configs/grids) whose paper numbers
-stand beside the entries that are runs of its cells.  Files go to
+t-test rows.  Only seeds are averaged: runs of another profile get their own
+columns (rows, per type), named by the profile, and runs of one method and
+setting whose recorded configs differ (beyond seed, data_dir, run_dir, device,
+storage.*) rows of their own, labelled with the keys that differ
+(``ACLM [generator.epochs=10]``).  ``--paper`` names a grid (configs/grids)
+whose paper numbers stand beside the entries that are runs of its cells.  Files go to
 ``<out>/f1.{md,csv,tex}`` and ``<out>/per_type.{md,csv,tex}``.
 """
 

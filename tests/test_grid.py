@@ -108,8 +108,8 @@ def test_cell_paths_are_the_run_layout_of_its_config():
     from aclm.base.config import load_config
     from aclm.run.layout import RunLayout
 
-    for method in ("gold_only", "aclm"):
-        cell = Cell("tiny", "multiconer/en", 200, method, 3, "some/runs")
+    for method in ("gold_only", "aclm"):    # run_cell runs them --as-named: their folders as the grid names them
+        cell = Cell("tiny", "multiconer/en", 200, method, 3, "some/runs", overrides=("ner.epochs=5",))
         assert cell.result_path == RunLayout.of(load_config(cell.args())).result_path
     assert Cell("tiny", "multiconer/en", 200, "aclm", 3, "r").result_path == Path(
         "r/tiny/multiconer/en/gold200/seed3/aclm/s7_eval/result.json")
@@ -212,8 +212,10 @@ def test_a_stopped_cell_stops_its_run_and_leaves_no_scratch_folder(tmp_path):
              "        time.sleep(120)\n"
              "main_guard(main)\n")
     run = fake_python(tmp_path, f'exec {sys.executable} -c "$STAGE"')
-    wrapper = ("import sys\nfrom aclm.tables.grid import run_cell\nfrom aclm.base.runtime import exit_on_sigterm\n"
-               f"exit_on_sigterm()\nsys.exit(run_cell({str(cell / 's7_eval' / 'result.json')!r}, [], python={run!r}))\n")
+    wrapper = ("import sys\nfrom aclm.tables.grid import run_cell\nfrom aclm.base.runtime import Interrupted, "
+               "handle_signals\nhandle_signals()\ntry:\n"
+               f"    sys.exit(run_cell({str(cell / 's7_eval' / 'result.json')!r}, [], python={run!r}))\n"
+               "except Interrupted as stop:\n    sys.exit(stop.exit_code)\n")
     env = {**os.environ, "STAGE": stage, "PYTHONPATH": str(GRID_DIR.parent.parent)}
     proc = subprocess.Popen([sys.executable, "-c", wrapper], env=env)
     for _ in range(1200):

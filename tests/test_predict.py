@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from aclm.base.config import load_config
 from aclm.base.data import read_conll
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.run.layout import MODEL, RESULT, RunLayout
+from aclm.run.naming import run_config
 
 #: the real mini encoder, trained briefly (10 epochs): enough for predictions that are not all O
 SETTING = ["ner.epochs=10", "generation.rounds=1"]
@@ -26,8 +26,8 @@ def kept_run(tmp_path_factory, shared_data) -> RunLayout:
     env = {**os.environ, "ACLM_DATA_DIR": str(shared_data)}
     subprocess.run(["make", "run", "METHOD=lwtr", "PROFILE=mini", "DATASET=multiconer/en", "GOLD=100",
                     f"ARGS={args}"], cwd=PROJECT_ROOT, env=env, check=True, capture_output=True)
-    return RunLayout.of(load_config(["profile=mini", "method=lwtr", "dataset=multiconer/en", "gold=100",
-                                     f"run_dir={runs}", *SETTING]))
+    return RunLayout.of(run_config(["profile=mini", "method=lwtr", "dataset=multiconer/en", "gold=100",
+                                    f"run_dir={runs}", *SETTING]))
 
 
 def test_make_run_keeps_its_s7_tagger_and_predict_scores_as_s7_eval(kept_run, shared_data, tmp_path):

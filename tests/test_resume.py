@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from aclm.base.config import load_config
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.run.layout import RunLayout
+from aclm.run.naming import run_config
 from aclm.run.stages import STAMP
 from conftest import FAST
 
@@ -117,11 +117,11 @@ def compared_files(method_dir: Path) -> dict[str, bytes]:
 
 def test_killed_and_resumed_run_matches_an_uninterrupted_one(tmp_path, tiny_models):
     log = tmp_path / "runs.log"
-    reference = load_config(overrides(tmp_path / "reference"))
+    reference = run_config(overrides(tmp_path / "reference"))
     run_to_end(tmp_path / "reference", log)
     seconds = {stage: read_json(stage_dir(reference, stage) / STAMP)["seconds"] for stage in KILLED_IN}
 
-    resumed = load_config(overrides(tmp_path / "resumed"))
+    resumed = run_config(overrides(tmp_path / "resumed"))
     for stage in KILLED_IN:
         kill_inside(resumed, stage, KILL_AT * seconds[stage], log)
     run_to_end(tmp_path / "resumed", log)

@@ -17,6 +17,10 @@ from typing import Optional, TypedDict
 from aclm.base.data import TaggedSentence
 
 
+class NoAugmentation(RuntimeError):
+    """A method's post-processing kept nothing: its tagger would be Gold-only's, reported under its name."""
+
+
 @dataclass
 class Gold:
     """What a baseline gets: the setting's gold data and where to put scratch files."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf, open_dict
 
@@ -106,6 +106,7 @@ class PostprocessConfig:
     drop_copies: bool = MISSING          # drop copies (and near copies) of the source; released code: no
     max_similarity: float = MISSING      # drop if token overlap with the source is above (1.0 = only identical)
     drop_entity_free: bool = MISSING
+    on_nothing_added: str = MISSING      # fail | warn: S6 kept nothing, so S7 would be Gold-only's tagger
 
 
 @dataclass
@@ -186,6 +187,7 @@ class Config:
     profile: str = MISSING
     method: str = MISSING
     variant: str = MISSING               # names a method's sweep point: runs in <method>@<variant>/, sharing S0-S1
+    setting_variant: str = ""            # names a setting with its own S0-S1: runs in seed<S>@<setting_variant>/
     dataset: str = MISSING               # a key of configs/datasets.yaml, or a folder with train.conll (dev, test)
     language: Optional[str] = None       # a dataset folder's ISO 639-1 language (null: detected from its text)
     test_datasets: list = field(default_factory=list)  # extra test sets (cross-lingual)
@@ -216,6 +218,7 @@ CHOICES: dict[str, tuple] = {
     "ner.optimizer": ("adam", "adamw", "sgd"),
     "ner.schedule": ("anneal", "linear", "constant"),
     "ner.on_no_learning": ("fail", "warn"),
+    "postprocess.on_nothing_added": ("fail", "warn"),
     "ner.subtoken_pooling": ("first", "last", "first_last", "mean"),
     "keywords.selection": ("attention", "random", "random_released", "none"),
     "keywords.rule": ("paper", "released"),
@@ -317,6 +320,84 @@ def read_off(cfg: DictConfig) -> None:
             OmegaConf.update(cfg, key, "off")
 
 
+def _at_least_1(value: Any) -> bool:
+    return value >= 1
+
+
+#: Values that would make a run do nothing, or silently run another method (rejected on load):
+#: (keys, whether a value is allowed, why not and what is).
+LIMITS: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str], ...] = (
+    (("gold",), lambda v: v == "full" or v >= 1, "a sample holds 1 sentence or more; give 1 or more, or 'full'"),
+    (("generation.rounds", "mulda.rounds", "melm.rounds"), _at_least_1,
+     "fewer than 1 round generates nothing: the method would be Gold-only under another name; give 1 or more"),
+    (("ner.epochs", "generator.epochs", "daga.epochs", "mulda.epochs", "melm.epochs"), _at_least_1,
+     "a model trained for no epoch stays as it was loaded; give 1 or more"),
+    (("ner.lr", "generator.lr", "daga.lr", "mulda.lr", "melm.lr"), lambda v: v > 0,
+     "a learning rate of 0 leaves the weights as they are (a negative one climbs the loss); give a positive rate"),
+    (("ner.batch_size", "ner.eval_batch_size", "keywords.batch_size", "generator.batch_size", "generation.batch_size",
+      "generation.mixner.batch_size", "daga.batch_size", "mulda.batch_size", "mulda.generation_batch_size",
+      "melm.batch_size", "analysis.batch_size"), _at_least_1, "a batch holds 1 sentence or more"),
+    (("generation.num_beams", "generation.top_k", "mulda.top_k", "melm.top_k"), _at_least_1,
+     "decoding keeps 1 candidate or more; give 1 or more"),
+    (("generator.max_length", "generation.max_length", "daga.max_length", "mulda.max_length",
+      "daga.embedding_dim", "daga.hidden_size"), _at_least_1, "nothing fits in a size below 1; give 1 or more"),
+    (("keywords.max_subtokens",), _at_least_1,
+     "every sentence would be too long to get keywords (ACLM only entity under another name); give 1 or more"),
+    (("generation.mixner.retrieval_k",), _at_least_1,
+     "mixner's partner is one of the k nearest sentences, so 0 leaves none; give 1 or more, "
+     "or generation.mixner.mode=off"),
+    (("lwtr.p",), lambda v: 0 < v <= 1,
+     "is LwTR's chance to replace a token: at 0 it copies the gold sentences; give a rate in (0, 1]"),
+    (("melm.mask_rate",), lambda v: 0 < v <= 1,
+     "is the share of entity tokens MELM masks in training: with none it learns nothing; give a rate in (0, 1]"),
+    (("postprocess.max_similarity",), lambda v: v > 0,
+     "every augmentation is at least 0-similar to its source, so all would be dropped; give a value above 0 "
+     "(1: exact copies only), or postprocess.drop_copies=false"),
+    (("ner.dropout", "daga.dropout"), lambda v: 0 <= v < 1,
+     "a dropout of 1 zeroes every unit; give a rate in [0, 1)"),
+    (("ner.warmup_fraction",), lambda v: 0 <= v <= 1, "is a share of the training steps; give a value in [0, 1]"),
+    (("ner.anneal_patience",), lambda v: v >= 0,
+     "a negative patience halves the rate after every epoch; give 0 or more"),
+    (("ner.early_stopping",), lambda v: v is None or v >= 1,
+     "0 would read as never, as null does; give 1 or more epochs without dev gain, or null"),
+    (("generator.weight_decay", "mulda.weight_decay"), lambda v: v >= 0,
+     "a negative weight decay pushes the weights away from 0; give 0 or more"),
+    (("splits.dev_size",), lambda v: v in (None, "gold") or v >= 1,
+     "0 would read as the full dev set; give 1 or more, 'gold', or null (the full dev set)"),
+    (("splits.sizes",), lambda v: all(isinstance(n, int) and n >= 1 for n in v),
+     "each sample holds 1 sentence or more"),
+)
+
+#: Values degenerate only beside another key's: (key, whether the combination is degenerate, why and what to
+#: give, formatted with the config as ``c``).
+COMBINATIONS: tuple[tuple[str, Callable[[DictConfig], bool], str], ...] = (
+    ("ner.min_lr", lambda c: c.ner.schedule == "anneal" and c.ner.min_lr > c.ner.lr,
+     "is above ner.lr={c.ner.lr}: annealing would stop the tagger after its first epoch; give a floor below ner.lr"),
+    ("generation.mixner.code_mixed_rounds",
+     lambda c: c.generation.mixner.mode == "code" and c.generation.mixner.code_mixed_rounds < 1,
+     "with generation.mixner.mode=code mixes no round (mode=off under another name); give 1 or more"),
+    ("generation.mixner.gamma_sigma",
+     lambda c: c.generation.mixner.mode == "paper" and c.generation.mixner.gamma_sigma == 0
+     and c.generation.mixner.beta >= 0.5,
+     "with generation.mixner.beta={c.generation.mixner.beta} never mixes (gamma is always 0.5): mode=off "
+     "under another name; give a positive spread, or mode=off"),
+)
+
+
+def degenerate_values(cfg: DictConfig) -> str | None:
+    """The first key whose value would make the run do nothing or silently another method, as a one-line
+    message, or None."""
+    for keys, allowed, why in LIMITS:
+        for key in keys:
+            value = OmegaConf.select(cfg, key)
+            if not allowed(value):
+                return f"{key}={value}: {why}"
+    for key, degenerate, why in COMBINATIONS:
+        if degenerate(cfg):
+            return f"{key}={OmegaConf.select(cfg, key)} {why.format(c=cfg)}"
+    return None
+
+
 def validate(cfg: DictConfig) -> None:
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
@@ -339,6 +420,9 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"splits.dev_size={cfg.splits.dev_size!r}: give a number, 'gold' or null")
     if not 0.0 <= cfg.keywords.p <= 1.0:
         raise ConfigError(f"keywords.p={cfg.keywords.p} must lie in [0, 1]")
+    problem = degenerate_values(cfg)
+    if problem:
+        raise ConfigError(problem)
 
 
 PACKAGE_PREFIX = "pkg:"

@@ -17,11 +17,24 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def user_mode(directory: bool) -> int:
+    """The permissions an ordinary ``open`` or ``mkdir`` would give: ``tempfile`` makes its files and
+    folders private (0600, 0700), so a research group sharing a disk could not read each other's runs."""
+    return (0o777 if directory else 0o666) & ~_umask()
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, user_mode(directory=False))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -53,6 +66,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
+        os.chmod(tmp, user_mode(directory=True))
         yield tmp
         if path.exists():
             shutil.rmtree(path)

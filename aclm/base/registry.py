@@ -66,6 +66,11 @@ class Method:
     def input_files(self) -> Optional[Callable]:
         return _load(self.files) if self.files else None
 
+    def code_modules(self) -> tuple[str, ...]:
+        """The modules its table entry names (its augment function's, its input files'): code its stage
+        reaches by name, which the stage's fingerprint must cover."""
+        return tuple(target.partition(":")[0] for target in (self.augment, self.files) if target)
+
 
 def _load(target: str) -> Callable:
     module, _, function = target.partition(":")

@@ -6,7 +6,6 @@ import logging
 import platform
 import random
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -44,14 +43,53 @@ def setup_logging(level: int = logging.INFO) -> None:
     hf_logging.set_verbosity_error()
 
 
-def exit_on_sigterm() -> None:
-    """Turn SIGTERM (``kill``, make or Slurm stopping a job) into ``SystemExit``.
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: the run stops, exit status 128 + the signal's number (130, 143).
 
-    Python's default for SIGTERM ends the process without unwinding, so a
-    killed stage left its half-written scratch folder behind; as an exception,
-    every ``finally`` (:func:`aclm.base.io.atomic_dir`'s clean-up among them) runs.
+    A ``BaseException`` that is not a ``KeyboardInterrupt``: flair's trainer
+    catches ``KeyboardInterrupt`` and carries on as if training had ended, and
+    ``except Exception`` in any library lets this one pass.
     """
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+_received: list[int] = []
+
+
+def _on_signal(signum: int, frame) -> None:
+    _received.append(signum)
+    raise Interrupted(signum)
+
+
+def handle_signals() -> None:
+    """Record SIGINT and SIGTERM and raise :class:`Interrupted` where the program is.
+
+    Raised, it unwinds every ``finally`` (a stage's scratch folder is removed);
+    recorded, it cannot be lost: an exception raised inside a library's
+    ``__del__`` or teardown is printed and dropped by Python ("Exception ignored
+    in ..."), so :func:`check_interrupted` raises it again at the next safe point
+    (before a stage is stamped, between stages, at exit).
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _on_signal)
+
+
+def check_interrupted() -> None:
+    """Raise :class:`Interrupted` if a signal arrived, even one whose exception a library swallowed."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
+def forget_signals() -> None:
+    """Clear what :func:`handle_signals` recorded (a process that handles one run after another: tests)."""
+    _received.clear()
 
 
 def seed_everything(seed: int) -> None:

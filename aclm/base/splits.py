@@ -25,7 +25,8 @@ def stratified_indices(sentences: list[TaggedSentence], size: int, seed: int) ->
     """Indices of an approximately ``size``-sentence stratified sample (sorted)."""
     n = len(sentences)
     if not 0 < size < n:
-        raise ValueError(f"sample size {size} must lie between 0 and the {n} sentences available")
+        raise ValueError(f"cannot draw {size} of {n} sentences: a sample holds 1 sentence or more and fewer than "
+                         f"all {n} (all of them: gold=full)")
     types = sorted(entity_types(sentences))
     y = label_matrix(sentences, types)
     # scikit-multilearn 0.2 ignores random_state and, on real data, rarely reaches the ties

@@ -65,6 +65,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from aclm.base.io import atomic_dir, read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.progress import show_progress
+from aclm.base.runtime import Interrupted
 from aclm.builders.tiny_models import _n_params, _special_ids, train_mbart50_tokenizer
 
 log = logging.getLogger("aclm.builders.pretraining")
@@ -551,7 +552,7 @@ def run_training(trainer: PretrainingTrainer, resume: Path | None, checkpoints: 
     with logging_redirect_tqdm():
         try:
             return trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit, Interrupted):
             saved = last_checkpoint(checkpoints)
             log.warning("stopped at step %d of %d; a rerun resumes from %s", trainer.state.global_step,
                         trainer.state.max_steps, saved.name if saved else "the start (no checkpoint yet)")

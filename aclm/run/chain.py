@@ -17,6 +17,10 @@ off as in the grids, the S7 tagger's once it is scored
 them (the stage raises :class:`aclm.run.stages.Pruned`, and the loop re-runs
 the step that made them first).
 
+A run holds its method folder's lock for the whole chain (:mod:`aclm.run.locks`: a second run of the
+same folder fails at once, naming the first, or waits with ``wait``), and checks for a signal that a
+library swallowed between stages.
+
 Planning a chain (:func:`aclm.run.stages.planning`: is a finished run still
 current?) imports no training library: the stage modules load flair and
 transformers only where a stage builds.
@@ -31,13 +35,16 @@ from typing import Callable
 from omegaconf import DictConfig
 
 from aclm.base import registry
+from aclm.base.config import ConfigError
+from aclm.base.runtime import check_interrupted
 from aclm.run import layout
 from aclm.run.datacheck import preflight
 from aclm.run.gold import data_stage
 from aclm.run.layout import RunLayout
+from aclm.run.locks import folder_lock
 from aclm.run.pipeline import (augment_stage, generate_stage, generator_stage, keywords_stage, postprocess_stage,
                                templates_stage)
-from aclm.run.stages import Pruned, in_planning, prune
+from aclm.run.stages import Pruned, Stale, in_planning, planning, prune
 from aclm.run.tagging import s1_eval_stage, s1_stage, s7_eval_stage, s7_stage
 
 
@@ -84,20 +91,50 @@ def chain(cfg: DictConfig) -> list[Step]:
             Step(layout.S7_EVAL, s7_eval_stage, scores=True, frees="" if keep_tagger else layout.S7)]
 
 
-def run_method(cfg: DictConfig, until: str | None = None, force: str | None = None) -> dict[str, Path]:
+def run_method(cfg: DictConfig, until: str | None = None, force: str | None = None,
+               wait: bool = False) -> dict[str, Path]:
     """The stages of ``cfg.method`` for one setting, in order, up to ``until`` (a stage name) if given;
-    the stage named ``force`` re-runs even if current.
+    from the stage named ``force`` on, every stage re-runs even if current.
 
     Returns each stage's directory by name; the last one holds ``result.json``.  Stopping at a stage
     keeps the weights it read (``scripts/generate.py`` leaves S4 for another generation).
     """
     steps = chain(cfg)
-    by_name = {step.name: step for step in steps}
-    if until == steps[-1].name:
+    names = [step.name for step in steps]
+    if force is not None and force not in names:
+        raise ConfigError(f"cannot force {force!r}: method {cfg.method!r} has no such stage "
+                          f"(its chain: {', '.join(names)})")
+    forced = set(names[names.index(force):]) if force else set()
+    by_name = dict(zip(names, steps))
+    if until == names[-1]:
         until = None                        # the whole chain
-    if not in_planning():
-        preflight(cfg)
     done: dict[str, Path] = {}
+    if in_planning():
+        return _run_steps(cfg, steps, by_name, until, forced, done)
+    preflight(cfg)
+    here = RunLayout.of(cfg)
+    with folder_lock(here.root, here.method_dir.name, here.method_dir, wait=wait):
+        return _run_steps(cfg, steps, by_name, until, forced, done)
+
+
+def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
+    """What a run would do, building nothing: ``(stage, "current")`` for each stage that is, then the first
+    that is not with why, then every stage after it (``after <stage>``)."""
+    names = [step.name for step in chain(cfg)]
+    done: dict[str, Path] = {}
+    with planning():
+        try:
+            forced = set(names[names.index(force):]) if force else set()
+            _run_steps(cfg, chain(cfg), dict(zip(names, chain(cfg))), None, forced, done)
+            return [(name, "current") for name in names]
+        except Stale as stale:
+            first, reason = stale.stage_name, stale.reason
+    after = names[names.index(first) + 1:]
+    return [*((name, "current") for name in done), (first, reason), *((n, f"after {first}") for n in after)]
+
+
+def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], until: str | None,
+               forced: set[str], done: dict[str, Path]) -> dict[str, Path]:
 
     def run(step: Step, again: bool = False) -> Path:
         upstream = [done[name] for name in step.reads]
@@ -106,9 +143,10 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
             needed = [here.of_method(m).stage(layout.S6) for m in step.needs]
             upstream += [d for d in needed if (d / layout.REPORT).exists()]
         named = {"chain": dict(done)} if step.scores else {}
-        return step.stage(cfg, *upstream, force=again or step.name == force, **named)
+        return step.stage(cfg, *upstream, force=again or step.name in forced, **named)
 
     for step in steps:
+        check_interrupted()
         try:
             done[step.name] = run(step)
         except Pruned as gone:              # it must run and needs a deleted model: rebuild that, then run it

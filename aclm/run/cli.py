@@ -1,9 +1,10 @@
 """The command-line shape every stage script shares.
 
-    python scripts/<stage>.py [--config FILE ...] [--force] [key=value ...]
+    python scripts/<stage>.py [--config FILE ...] [--force] [--wait] [key=value ...]
 
 ``key=value`` pairs override the YAML configuration (``profile=tiny``,
-``dataset=conll2003/en``, ``gold=200``, ``ner.epochs=5`` ...).
+``dataset=conll2003/en``, ``gold=200``, ``ner.epochs=5`` ...); an override that
+changes what a stage computes gets folders of its own (:mod:`aclm.run.naming`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from aclm.base.augmentation import NoAugmentation
 from aclm.base.config import ConfigError, load_config
 from aclm.base.data import DataError
-from aclm.base.runtime import exit_on_sigterm, setup_logging
+from aclm.base.runtime import Interrupted, check_interrupted, handle_signals, setup_logging
 from aclm.run.chain import chain, run_method
+from aclm.run.locks import Busy
+from aclm.run.naming import run_config
+from aclm.run.stages import NoSpace
 from aclm.run.tagger import NoLearning
 
 
@@ -29,7 +34,11 @@ def stage_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="extra YAML file(s) merged after the profile and method")
     parser.add_argument("--force", action="store_true", help="re-run even if the outputs are current")
+    parser.add_argument("--wait", action="store_true",
+                        help="if another run writes the same folder, wait for it instead of failing at once")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    parser.add_argument("--as-named", action="store_true",
+                        help="folders as variant= names them, not after the overrides (a grid's cells)")
     return parser
 
 
@@ -37,7 +46,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tup
     args = parser.parse_args(argv)
     setup_logging()
     try:
-        cfg = load_config(args.overrides, args.config)
+        cfg = (load_config if args.as_named else run_config)(args.overrides, args.config)
     except (ConfigError, KeyError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     if args.print_config:
@@ -49,20 +58,35 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tup
 def main_guard(main: Callable[[], None]) -> None:
     """Run a script's ``main``; turn expected user errors into one clear line and exit code 1.
 
-    A SIGTERM unwinds the script (:func:`aclm.base.runtime.exit_on_sigterm`) and so does Ctrl-C (exit 130): no
-    scratch folder and no stamp are left for the stage that was running.
+    SIGINT and SIGTERM stop it with exit 130 / 143 (:func:`aclm.base.runtime.handle_signals`): no scratch
+    folder and no stamp are left for the stage that was running, even when a library swallowed the signal
+    or failed because of it.
     """
-    exit_on_sigterm()
+    handle_signals()
     try:
         main()
-    except (DataError, FileNotFoundError, ConfigError, NoLearning) as err:
+        check_interrupted()
+    except Interrupted as stop:
+        _interrupted(stop)
+    except (DataError, FileNotFoundError, ConfigError, NoLearning, NoAugmentation, Busy, NoSpace) as err:
+        try:
+            check_interrupted()             # an error caused by a signal (a torn save) is the signal's
+        except Interrupted as stop:
+            _interrupted(stop)
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt as err:
-        detail = f" ({err})" if str(err) else ""
-        print(f"interrupted{detail}: the running stage was not stamped; a rerun resumes after the last "
-              f"finished stage", file=sys.stderr)
-        sys.exit(130)
+    except Exception:
+        try:
+            check_interrupted()
+        except Interrupted as stop:
+            _interrupted(stop)
+        raise
+
+
+def _interrupted(stop: Interrupted) -> None:
+    print(f"interrupted ({stop}): the running stage was not stamped; a rerun resumes after the last "
+          f"finished stage", file=sys.stderr)
+    sys.exit(stop.exit_code)
 
 
 def stage_script(doc: str, stage_name: str, label: str) -> None:
@@ -78,7 +102,8 @@ def stage_script(doc: str, stage_name: str, label: str) -> None:
             raise ConfigError(f"method {cfg.method!r} has no stage {stage_name} "
                               f"(its chain: {', '.join(steps)}); pick another method=")
         trained = steps[-2]                 # the tagger the last stage scores (S1 or S7)
-        done = run_method(cfg, until=stage_name, force=(stage_name or trained) if args.force else None)
+        done = run_method(cfg, until=stage_name, force=(stage_name or trained) if args.force else None,
+                          wait=args.wait)
         out = done[stage_name] if stage_name else list(done.values())[-1]
         print(f"{label}: {out}")
 

@@ -6,9 +6,13 @@ finds into errors, which stop the run before S0, and warnings, which are
 logged.  What is which:
 
 errors
-    a file that is missing or malformed (with file and line); a model folder
-    of the project's that was not built (naming the make target that builds
-    it); a tag whose case is not canonical (``b-per``: as the other spelling
+    a file that is missing or malformed (with file and line); a ``gold``
+    sample as large as the train set it is drawn from; a model folder of the
+    project's that was not built (naming the make target that builds it), or
+    a model that is neither a folder nor in the Hugging Face cache while the
+    hub cannot be reached (one quick probe, not transformers' retries); MELM's
+    code-mixing with no other language to borrow from; a tag
+    whose case is not canonical (``b-per``: as the other spelling
     of ``B-PER`` it is almost always a mistake; the message says how to
     accept it); an entity type the dataset does not declare (``types:`` in
     ``configs/datasets.yaml``); a type found in fewer than
@@ -16,7 +20,8 @@ errors
     (``B-PRE`` once among 20,000 sentences is a typo, not a type);
 warnings
     ``I-`` tags opening an entity (IOB1, read as ``B-``); sentences longer
-    than the encoder's sub-token limit, with how many are cut.
+    than the encoder's sub-token limit, with how many are cut; a dataset
+    without a dev file, whose dev set S0 takes from its train set.
 
 Results are cached per process by the files' sizes and times, so a grid of
 many methods on one setting reads its files once.
@@ -25,6 +30,7 @@ many methods on one setting reads its files once.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -34,16 +40,20 @@ from typing import Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from aclm.base.config import ConfigError, model_path
 from aclm.base.data import DataError, TaggedSentence, read_conll
 from aclm.base.datasets import get_spec, resolve_data_dir
-from aclm.base.paths import PROJECT_ROOT
-from aclm.run.gold import member_config, sample_source, test_names
+from aclm.run.gold import member_config, sample_source, test_names, wanted_dev_size
 
 log = logging.getLogger("aclm.run.datacheck")
 
 #: A project model folder that is missing, and the make target that builds it.
 MODEL_TARGETS = {"models/tiny": "make tiny-models", "models/mini": "make mini-generator",
                  "models/paper_shape": "make paper-shape-models"}
+#: Seconds the one probe of the Hugging Face hub waits for an answer.
+HUB_PROBE_TIMEOUT = 3.0
+
+
 @dataclass
 class Report:
     """What the check found: errors stop a run, warnings are logged."""
@@ -103,19 +113,130 @@ def model_keys(cfg: DictConfig) -> list[str]:
     method = registry.get(cfg.method)
     keys = ["ner.model"]
     if method.generation == "aclm":
-        keys += ["generator.model", "generation.mixner.embedder"]
-    return keys + [f"{section}.model" for section in method.reads if OmegaConf.select(cfg, f"{section}.model")]
+        keys.append("generator.model")
+        if cfg.generation.mixner.mode != "off":
+            keys.append("generation.mixner.embedder")
+    keys += [f"{section}.model" for section in method.reads if OmegaConf.select(cfg, f"{section}.model")]
+    if "generation.mixner.embedder" in method.reads and cfg.melm.code_mix:   # MELM's code-mixing embeds with it
+        keys.append("generation.mixner.embedder")
+    return keys
 
 
-def missing_models(cfg: DictConfig) -> list[str]:
-    """A project model folder (``models/...``) the run loads and nobody built, with the make target."""
-    problems = []
-    for key in model_keys(cfg):
-        name = str(OmegaConf.select(cfg, key))
-        target = next((t for prefix, t in MODEL_TARGETS.items() if name.startswith(prefix + "/")), None)
-        if target and not (Path(name).exists() or (PROJECT_ROOT / name).exists()):
-            problems.append(f"{key}={name}: the model folder does not exist; build it with `{target}`")
-    return problems
+def model_problems(cfg: DictConfig) -> dict[str, str]:
+    """Config key -> why the model it names cannot load here, for each model the run loads."""
+    named = {key: str(OmegaConf.select(cfg, key)) for key in model_keys(cfg)}
+    return {key: problem for key, name in named.items() if (problem := model_problem(key, name))}
+
+
+def model_problem(key: str, name: str) -> str | None:
+    """Why model ``name`` (of config ``key``) cannot load on this machine, or None.
+
+    A folder must exist (a project one names the make target that builds it); a hub id must be in the
+    Hugging Face cache or the hub must answer now, which one quick probe decides: transformers alone
+    would spend a minute on retries and then fail in the middle of a stage.
+    """
+    try:
+        path = model_path(name)
+    except ConfigError as err:
+        return f"{err} ({key})"
+    if Path(path).is_dir():
+        return None
+    target = next((t for prefix, t in MODEL_TARGETS.items() if name.startswith(prefix + "/")), None)
+    if target:
+        return f"{key}={name}: the model folder does not exist; build it with `{target}`"
+    if not is_hub_id(path):
+        return f"{key}={name}: no such model folder"
+    if in_hub_cache(path):
+        return None
+    unreachable = hub_unreachable()
+    if unreachable is None:
+        return None
+    from huggingface_hub import constants
+
+    return (f"model {name} ({key}) is not a local folder and not in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
+            f"and the hub is unreachable ({unreachable}): download it where there is a network, or point {key} "
+            f"at a local folder")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` can be a hub repository (``org/name``), as opposed to a path only."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def in_hub_cache(name: str) -> bool:
+    """Whether hub model ``name`` is in the Hugging Face cache (its ``config.json``, which every model has)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return is_hub_id(name) and isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+@lru_cache(maxsize=1)
+def hub_unreachable() -> str | None:
+    """Why the Hugging Face hub cannot be reached, or None when it answers: offline mode, or no answer to
+    one HEAD request to its endpoint (``HF_ENDPOINT``) within :data:`HUB_PROBE_TIMEOUT` seconds."""
+    import requests
+    from huggingface_hub import constants
+
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").upper() in ("1", "ON", "YES", "TRUE"):
+            return f"{var}={os.environ[var]}"
+    try:
+        requests.head(constants.ENDPOINT, timeout=HUB_PROBE_TIMEOUT, allow_redirects=False)
+    except requests.RequestException as err:
+        return f"{constants.ENDPOINT} did not answer: {innermost(err)}"
+    return None
+
+
+def innermost(err: BaseException) -> BaseException:
+    """The exception at the bottom of a chain (requests wraps the socket's error in three others)."""
+    while True:
+        inner = getattr(err, "reason", None) or err.__cause__ or err.__context__
+        if not isinstance(inner, BaseException):
+            return err
+        err = inner
+
+
+def code_mix_problem(cfg: DictConfig) -> str | None:
+    """MELM's code-mixing on one language with no other to borrow from: it would run without code-mixing."""
+    from aclm.base import registry
+
+    if "melm" not in registry.get(cfg.method).reads or not cfg.melm.code_mix or cfg.melm.code_mix_languages:
+        return None
+    if get_spec(cfg.dataset).union:     # a union borrows from its own languages
+        return None
+    return (f"melm.code_mix_languages=[] with melm.code_mix=true on {cfg.dataset} (one language) borrows from none, "
+            f"and MELM would run without code-mixing; name the datasets to borrow from (e.g. [conll2003/de]), "
+            f"or melm.code_mix=false")
+
+
+def sample_problems(cfg: DictConfig, counts: dict[str, int]) -> tuple[list[str], list[str]]:
+    """Errors: a ``gold`` sample as large as the train set it is drawn from (a released sample has its own
+    size); warnings: a dev set S0 takes from the train set, for a dataset without one."""
+    spec = get_spec(cfg.dataset)
+    if spec.union:
+        found = [sample_problems(member_config(cfg, member), counts) for member in spec.union]
+        return [e for errors, _ in found for e in errors], [w for _, warnings in found for w in warnings]
+    n = counts.get(f"{cfg.dataset} train")
+    if n is None or sample_source(cfg) == "released":
+        return [], []
+    gold = 0 if cfg.gold == "full" else cfg.gold
+    if gold and gold >= n:
+        how = "larger than" if gold > n else "all of"
+        return [f"gold={gold} is {how} {cfg.dataset}'s training set ({n} sentences); give fewer, or gold=full"], []
+    if spec.dev:
+        return [], []
+    carve = wanted_dev_size(cfg, gold) or n // 10
+    if not 0 < carve < n - gold:
+        return [f"{cfg.dataset} has no dev file, and S0 cannot take {carve} dev sentences from the {n - gold} "
+                f"training sentences the gold sample leaves; add a dev file, or set splits.dev_size"], []
+    return [], [f"{cfg.dataset} has no dev file: S0 takes {carve} of the {n} sentences of its train set "
+                f"({spec.path(spec.train, resolve_data_dir(cfg.data_dir))}) as its dev set"]
 
 
 # --- what the sentences say ------------------------------------------------------------------
@@ -173,9 +294,8 @@ def rare_types(sentences: Sequence[TaggedSentence], minimum: int) -> list[str]:
 def _tokenizer(model: str):
     from transformers import AutoTokenizer
 
-    from aclm.base.config import model_path
-
-    return AutoTokenizer.from_pretrained(model_path(model))
+    path = model_path(model)    # a folder or a cached hub model loads without asking the hub
+    return AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir() or in_hub_cache(path))
 
 
 def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) -> list[str]:
@@ -198,8 +318,12 @@ def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) 
 # --- the check ---------------------------------------------------------------------------------
 
 def check_setting(cfg: DictConfig) -> Report:
-    """Check every file and project model a setting reads; never raises for what it finds (see Report)."""
-    report = Report(errors=missing_models(cfg))
+    """Check every file and model a setting reads; never raises for what it finds (see Report)."""
+    models = model_problems(cfg)
+    report = Report(errors=list(models.values()))
+    code_mix = code_mix_problem(cfg)
+    if code_mix:
+        report.errors.append(code_mix)
     try:
         files = setting_files(cfg)
     except (DataError, KeyError) as err:
@@ -207,6 +331,7 @@ def check_setting(cfg: DictConfig) -> Report:
         return report
     report.errors += missing_files(files, cfg)
     sentences: list[TaggedSentence] = []
+    counts: dict[str, int] = {}
     for role, path in files.items():
         if not path.exists():
             continue
@@ -215,8 +340,11 @@ def check_setting(cfg: DictConfig) -> Report:
         except DataError as err:
             report.errors.append(str(err))
             continue
-        report.files[str(path)] = len(found)
+        report.files[str(path)] = counts[role] = len(found)
         sentences += found
+    errors, warnings = sample_problems(cfg, counts)
+    report.errors += errors
+    report.warnings += warnings
     if not sentences:
         return report
     declared = get_spec(cfg.dataset).types if not get_spec(cfg.dataset).union else None
@@ -224,7 +352,9 @@ def check_setting(cfg: DictConfig) -> Report:
     if not cfg.data_check.canonical_tags:
         errors = [e for e in errors if "upper-case BIO" not in e]
     report.errors += errors + rare_types(sentences, cfg.data_check.min_type_sentences)
-    report.warnings += warnings + long_sentences(sentences, cfg.ner.model, cfg.keywords.max_subtokens)
+    report.warnings += warnings
+    if "ner.model" not in models:
+        report.warnings += long_sentences(sentences, cfg.ner.model, cfg.keywords.max_subtokens)
     return report
 
 

@@ -1,6 +1,6 @@
 """Where a run's files live: the one description of the run directory.
 
-    <run_dir>/<profile>/<dataset>/gold<N>/seed<S>/
+    <run_dir>/<profile>/<dataset>/gold<N>/seed<S>[@<setting_variant>]/
         data/                  train.conll dev.conll languages.json   (S0, the gold sample)
         s1_ner/                best-model.pt                          (S1, the gold tagger)
         s1_eval/               result.json predictions/               (Gold-only's scores)
@@ -12,7 +12,10 @@
 ACLM's own stages are ``s2_keywords``, ``s3_templates``, ``s4_generator`` and
 ``s5_generate``; every other augmentation method has one, ``augment``.  A
 sweep point (``variant``) gets a method directory of its own beside the
-method's and shares the setting's gold data and S1.
+method's and shares the setting's gold data and S1; a setting whose gold
+sample or S1 differs from the profile's (``setting_variant``) gets a setting
+directory of its own.  :mod:`aclm.run.naming` names both after a run's
+overrides.
 """
 
 from __future__ import annotations
@@ -61,16 +64,18 @@ class RunLayout:
     seed: int
     method: str = GOLD_ONLY
     variant: str = ""
+    setting_variant: str = ""
 
     @classmethod
     def of(cls, cfg) -> "RunLayout":
         """The layout of a resolved config (anything with these attributes)."""
         return cls(str(cfg.run_dir), cfg.profile, dataset_dir_name(cfg.dataset), cfg.gold, cfg.seed, cfg.method,
-                   cfg.variant)
+                   cfg.variant, getattr(cfg, "setting_variant", ""))
 
     @property
     def root(self) -> Path:
-        return Path(self.run_dir) / self.profile / self.dataset / f"gold{self.gold}" / f"seed{self.seed}"
+        seed = f"seed{self.seed}" + (f"@{self.setting_variant}" if self.setting_variant else "")
+        return Path(self.run_dir) / self.profile / self.dataset / f"gold{self.gold}" / seed
 
     @property
     def data(self) -> Path:

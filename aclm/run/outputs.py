@@ -15,7 +15,6 @@ from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.io import read_json, read_jsonl
 from aclm.run import layout
 from aclm.run.stages import facts
-from aclm.steps.templates import Piece
 
 # --- S0: the gold sample (data/) -----------------------------------------------------------
 
@@ -28,6 +27,11 @@ def gold(data: Path, split: str) -> list[TaggedSentence]:
 def sentence_languages(data: Path, split: str) -> list[str]:
     """The language of every gold sentence of ``split`` (several in the multilingual setting)."""
     return read_json(data / layout.LANGUAGES)[split]
+
+
+def gold_size(data: Path) -> int:
+    """How many gold training sentences the setting holds (a stratified draw of N may hold a few fewer)."""
+    return facts(data)["train"]
 
 
 def entity_types(data: Path) -> list[str]:
@@ -57,16 +61,6 @@ def keyword_rows(s2: Path, split: str) -> list[dict]:
 def template_rows(s3: Path, split: str) -> list[dict]:
     """S3's rows: tokens, tags, keywords, pieces (the skeleton), target, template and an example."""
     return read_jsonl(s3 / layout.rows_file(split))
-
-
-def pieces_from_json(rows: list[list[str]]) -> list[Piece]:
-    return [Piece(*row) for row in rows]
-
-
-def templates(s3: Path, split: str) -> tuple[list[list[Piece]], list[str]]:
-    """S3's skeletons and linearized targets of ``split``, as the generator is fine-tuned on them."""
-    rows = template_rows(s3, split)
-    return [pieces_from_json(r["pieces"]) for r in rows], [r["target"] for r in rows]
 
 
 # --- S5 or a baseline's augment stage: generations ----------------------------------------------

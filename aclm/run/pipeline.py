@@ -29,7 +29,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base import registry
-from aclm.base.augmentation import Gold
+from aclm.base.augmentation import Gold, NoAugmentation
 from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence, split_at_commas, write_conll
 from aclm.base.datasets import get_spec
@@ -40,7 +40,8 @@ from aclm.run.stages import stage
 from aclm.steps.diversity import diversity
 from aclm.steps.keywords import NEEDS_ATTENTION, extract_keywords
 from aclm.steps.postprocess import filter_augmentations
-from aclm.steps.templates import Piece, dynamic_mask, label_tokens, linearize, render, skeleton
+from aclm.steps.templates import (Piece, dynamic_mask, label_tokens, linearize, pieces_from_json, pieces_to_json,
+                                  render, skeleton)
 
 log = logging.getLogger("aclm.run.pipeline")
 
@@ -88,10 +89,6 @@ def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
 
 # --- S3 ----------------------------------------------------------------------------------
 
-def pieces_to_json(pieces: list[Piece]) -> list[list[str]]:
-    return [[p.text, p.tag, p.role] for p in pieces]
-
-
 def mask_token_of(model_name: str) -> str:
     from transformers import AutoTokenizer
 
@@ -116,6 +113,12 @@ def templates_stage(c: DictConfig, out: Path, s2: Path) -> dict:
 
 # --- S4 ----------------------------------------------------------------------------------
 
+def skeletons_and_targets(s3: Path, split: str) -> tuple[list[list[Piece]], list[str]]:
+    """S3's skeletons and linearized targets of ``split``, as the generator is fine-tuned on them."""
+    rows = outputs.template_rows(s3, split)
+    return [pieces_from_json(r["pieces"]) for r in rows], [r["target"] for r in rows]
+
+
 @stage(layout.S4, reads=("generator", "seed"))
 def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
     from aclm.steps.finetuning import finetune
@@ -123,9 +126,10 @@ def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
     seed_everything(c.seed)
     device = select_device(c.device)
     gen_cfg = OmegaConf.merge(c.generator, {"model": model_path(c.generator.model)})
-    with tempfile.TemporaryDirectory(dir=out.parent) as checkpoints:
+    # beside the scratch folder and named like it: a killed run's checkpoints are removed as its orphans
+    with tempfile.TemporaryDirectory(prefix=f".{layout.S4}.checkpoints.", suffix=".tmp", dir=out.parent) as checkpoints:
         languages = {split: outputs.sentence_languages(data, split) for split in layout.SPLITS}
-        return finetune(gen_cfg, outputs.templates(s3, "train"), outputs.templates(s3, "dev"), languages,
+        return finetune(gen_cfg, skeletons_and_targets(s3, "train"), skeletons_and_targets(s3, "dev"), languages,
                         outputs.entity_types(data), out, Path(checkpoints), c.seed, device)
 
 
@@ -139,7 +143,7 @@ def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> 
     seed_everything(c.seed)
     device = select_device(c.device)
     rows = outputs.template_rows(s3, "train")
-    skeletons = [outputs.pieces_from_json(r["pieces"]) for r in rows]
+    skeletons = [pieces_from_json(r["pieces"]) for r in rows]
     g = c.generation
     neighbours = [[] for _ in rows]
     if g.mixner.mode != "off":
@@ -175,7 +179,8 @@ def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = Fals
     """
     method = registry.get(cfg.method)
 
-    @stage(layout.AUGMENT, reads=("method", "dataset", "seed", *method.reads), files=method.input_files())
+    @stage(layout.AUGMENT, reads=("method", "dataset", "seed", *method.reads), files=method.input_files(),
+           code=method.code_modules())
     def augment(c: DictConfig, out: Path, data: Path, *needed: Path) -> dict:
         seed_everything(c.seed)
         gold = Gold(outputs.gold(data, "train"), outputs.gold(data, "dev"), outputs.entity_types(data),
@@ -190,6 +195,18 @@ def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = Fals
 
 
 # --- S6 (shared) -------------------------------------------------------------------------
+
+def nothing_added(c: DictConfig, kept: int, counts: dict) -> str:
+    """S6 kept no augmentation: fail (``postprocess.on_nothing_added=fail``), or the warning its report
+    and the run's result carry."""
+    message = (f"{c.method}: S6 kept none of {kept} generations ({', '.join(f'{k} {v}' for k, v in counts.items())}):"
+               f" its S7 is Gold-only's tagger, not an augmented one")
+    if c.postprocess.on_nothing_added == "fail":
+        raise NoAugmentation(message + "; the run stops here (postprocess.on_nothing_added=warn lets it finish,"
+                                       " flagged)")
+    log.warning(message)
+    return message
+
 
 @stage(layout.S6, reads=("method", "postprocess", "ner.eval_batch_size"), loads=(layout.S1,))
 def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *s1: Path) -> dict:
@@ -210,6 +227,7 @@ def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *
         predict = lambda sents: predict_tags(tagger, sents, c.ner.eval_batch_size)  # noqa: E731
     kept, counts = filter_augmentations(candidates, c.postprocess, predict)
     augmentations = [aug for aug, _ in kept]
+    warning = None if augmentations else nothing_added(c, len(rows), counts)
     write_conll(out / layout.AUG, augmentations)
     write_conll(out / layout.GOLD_AUG, train + augmentations)
     with_source = [(sources[0], aug) for aug, sources in kept if sources]
@@ -218,6 +236,7 @@ def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *
     report = {"method": c.method, "generation": generated, "postprocess": counts, "gold": len(train),
               "added": len(augmentations),
               "dropped_share": round(1 - len(augmentations) / attempts, 4) if attempts else None,
-              "diversity": diversity(with_source) if with_source else None}
+              "diversity": diversity(with_source) if with_source else None,
+              **({"warning": warning} if warning else {})}
     write_json(out / layout.REPORT, report)
     return {"added": len(augmentations), **counts}

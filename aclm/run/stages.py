@@ -11,7 +11,19 @@ stage's config and its inputs.
   in every view and in no fingerprint: inputs are hashed by content instead.
 * **Inputs, by content.**  A file or folder is hashed by its bytes; an input
   that is itself a stage directory by its ``_stage.json``, so re-running one
-  stage re-runs everything after it, and nothing before it.
+  stage re-runs everything after it, and nothing before it.  Inputs are named
+  relative to the setting folder (or the data folder), so a copied or moved
+  run folder stays current.
+* **Code, by its source.**  The project modules the stage's builder uses, at
+  any depth (:func:`aclm.run.provenance.code_digests`), and a ``version`` a
+  developer bumps for a change the source cannot show (a library upgrade
+  that changes outputs).  Editing ``steps/templates.py`` re-runs S3 and what
+  follows; S1 and S2 stay current.
+
+A stage that runs says why (new, forced, which config keys, inputs or code
+changed).  Its stamp records the checkout it ran from (commit, uncommitted
+changes, package path, library versions).  A stage every method of a setting
+shares is checked and built under the setting's lock (:mod:`aclm.run.locks`).
 
 **Pruning.**  A finished stage's model weights can be deleted once what
 reads them is written (:func:`prune`, recorded in ``_pruned.json``): the
@@ -26,8 +38,10 @@ tells a finished run from one whose config or inputs changed.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
+import shutil
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,9 +52,13 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.config import config_hash, to_dict
+from aclm.base.datasets import resolve_data_dir
 from aclm.base.io import atomic_dir, read_json, sha256_path, write_json
-from aclm.base.runtime import PeakMemory
+from aclm.base.runtime import PeakMemory, check_interrupted
+from aclm.run import layout
 from aclm.run.layout import RunLayout
+from aclm.run.locks import folder_lock
+from aclm.run.provenance import checkout, code_digests
 
 STAMP = "_stage.json"
 PRUNED = "_pruned.json"
@@ -53,7 +71,19 @@ _planning: ContextVar[bool] = ContextVar("planning", default=False)
 
 
 class Stale(Exception):
-    """Raised in ``planning()`` by the first stage whose outputs are not current."""
+    """Raised in ``planning()`` by the first stage whose outputs are not current, with why."""
+
+    def __init__(self, stage_name: str, reason: str) -> None:
+        super().__init__(f"{stage_name} is not current ({reason})")
+        self.stage_name, self.reason = stage_name, reason
+
+
+class NoSpace(OSError):
+    """The disk filled while a stage wrote: said plainly, whatever the library's own error was."""
+
+    def __init__(self, stage_name: str, folder: Path) -> None:
+        super().__init__(errno.ENOSPC, f"no space left on device: {stage_name} could not write {folder} "
+                                       f"(free some space there, or point run_dir= elsewhere)")
 
 
 class Pruned(Exception):
@@ -99,11 +129,66 @@ def input_digest(path: Path) -> str:
     return sha256_path(stamp if stamp.exists() else path)
 
 
-def fingerprint(config: Any, inputs: Sequence[Path]) -> str:
+def input_name(path: Path, roots: Sequence[Path]) -> str:
+    """How the stamp names an input: relative to the first of ``roots`` holding it, else its full path."""
+    for root in roots:
+        try:
+            return str(Path(path).resolve().relative_to(Path(root).resolve()))
+        except ValueError:
+            continue
+    return str(path)
+
+
+def identity(config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (), code: Mapping[str, str] | None = None,
+             version: int = 1) -> dict:
+    """Everything a stage's outputs depend on: its config view, its inputs' contents, its code and version."""
     missing = [str(p) for p in inputs if not Path(p).exists()]
     if missing:
         raise FileNotFoundError(f"stage inputs missing: {missing}")
-    return config_hash(config, {str(p): input_digest(Path(p)) for p in inputs})
+    return {"config": to_dict(config), "inputs": {input_name(p, roots): input_digest(Path(p)) for p in inputs},
+            "code": dict(code or {}), "version": version}
+
+
+def fingerprint(config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (),
+                code: Mapping[str, str] | None = None, version: int = 1) -> str:
+    return config_hash(identity(config, inputs, roots, code, version))
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def _changed(old: Mapping, new: Mapping) -> list[str]:
+    return sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
+
+
+def why_stale(out_dir: Path, now: dict) -> str | None:
+    """Why ``out_dir`` must be built for identity ``now`` (None: it is current)."""
+    if not (Path(out_dir) / STAMP).exists():
+        return "new"
+    info = stamp(out_dir)
+    before = info.get("identity")
+    if before is None:
+        return "stamped by an older version of the project"
+    reasons = []
+    keys = _changed(_flat(before["config"]), _flat(now["config"]))
+    if keys:
+        reasons.append("config changed: " + ", ".join(keys))
+    if before["version"] != now["version"]:
+        reasons.append(f"stage version {before['version']} -> {now['version']}")
+    code = _changed(before["code"], now["code"])
+    if code:
+        reasons.append("code changed: " + ", ".join(code))
+    inputs = _changed(before["inputs"], now["inputs"])
+    if inputs:
+        reasons.append("input changed: " + ", ".join(inputs))
+    if not reasons and info["fingerprint"] != config_hash(now):
+        reasons.append("fingerprint changed")
+    if not reasons and {**output_listing(Path(out_dir)), **pruned_files(out_dir)} != info.get("outputs"):
+        reasons.append("its files were changed or deleted")
+    return "; ".join(reasons) or None
 
 
 def output_listing(out_dir: Path) -> dict[str, int]:
@@ -128,13 +213,11 @@ def pruned_files(out_dir: Path) -> dict[str, int]:
     return read_json(path) if path.exists() else {}
 
 
-def is_current(out_dir: Path, config: Any, inputs: Sequence[Path]) -> bool:
-    """The stamp matches the config and inputs, and every file it lists is there, whole, or was pruned."""
-    if not (Path(out_dir) / STAMP).exists():
-        return False
-    info = stamp(out_dir)
-    return (info["fingerprint"] == fingerprint(config, inputs)
-            and {**output_listing(Path(out_dir)), **pruned_files(out_dir)} == info.get("outputs"))
+def is_current(out_dir: Path, config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (),
+               code: Mapping[str, str] | None = None, version: int = 1) -> bool:
+    """The stamp matches the config, inputs, code and version, and every file it lists is there, whole,
+    or was pruned."""
+    return why_stale(out_dir, identity(config, inputs, roots, code, version)) is None
 
 
 def prune(out_dir: Path, patterns: Sequence[str] = WEIGHT_PATTERNS) -> int:
@@ -160,40 +243,55 @@ def prune(out_dir: Path, patterns: Sequence[str] = WEIGHT_PATTERNS) -> int:
 
 
 def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
-              build: Callable[[Path], dict | None], force: bool = False, loads: Sequence[Path] = ()) -> bool:
+              build: Callable[[Path], dict | None], force: bool = False, loads: Sequence[Path] = (),
+              roots: Sequence[Path] = (), code: Mapping[str, str] | None = None, version: int = 1) -> bool:
     """Run ``build(scratch_dir)`` unless ``out_dir`` is current; returns whether it ran.
 
     ``build`` writes its files into the scratch directory and may return a
     dict of facts (counts, timings) recorded in the stamp.  ``loads`` are the
     input stage directories whose files it opens: if one was pruned,
-    :class:`Pruned` is raised before anything runs.
+    :class:`Pruned` is raised before anything runs.  ``roots`` name the
+    inputs in the stamp; ``code`` and ``version`` are the stage's code identity.
     """
     out_dir = Path(out_dir)
     inputs = [Path(p) for p in inputs]
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
-        raise (Stale if _planning.get() else FileNotFoundError)(f"{name}: stage inputs missing: {missing}")
-    if not force and is_current(out_dir, config, inputs):
+        if _planning.get():
+            raise Stale(name, f"inputs missing: {missing}")
+        raise FileNotFoundError(f"{name}: stage inputs missing: {missing}")
+    now = identity(config, inputs, roots, code, version)
+    reason = "forced" if force else why_stale(out_dir, now)
+    if reason is None:
         log.info("%s: up to date (%s)", name, out_dir)
         return False
     if _planning.get():
-        raise Stale(f"{name} is not current: {out_dir}")
+        raise Stale(name, reason)
     for path in loads:
         if pruned_files(path):
             raise Pruned(path)
-    log.info("%s: running -> %s", name, out_dir)
+    log.info("%s: running (%s) -> %s", name, reason, out_dir)
     start = time.perf_counter()
     with atomic_dir(out_dir) as scratch:
         with PeakMemory() as memory:
-            facts = build(scratch) or {}
+            try:
+                facts = build(scratch) or {}
+            except Exception as err:
+                if _disk_full(err, out_dir.parent):
+                    raise NoSpace(name, out_dir) from err
+                raise
+        check_interrupted()           # a signal a library swallowed while the stage ran: never stamp it
         write_json(scratch / STAMP, {
             "stage": name,
-            "fingerprint": fingerprint(config, inputs),
+            "fingerprint": config_hash(now),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - start, 3),
             "memory": memory.facts(),
-            "inputs": [str(p) for p in inputs],
+            "inputs": list(now["inputs"]),
             "config": to_dict(config),
+            "identity": now,
+            "reason": reason,
+            "checkout": checkout(),
             "facts": facts,
             "outputs": output_listing(scratch),
         })
@@ -201,15 +299,38 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
     return True
 
 
+#: Free bytes below which a failed write is taken for a full disk (torch says only "iostream error").
+_NEARLY_FULL = 16 * 2**20
+
+
+def _disk_full(err: BaseException, folder: Path) -> bool:
+    chain: BaseException | None = err
+    while chain is not None:
+        if isinstance(chain, OSError) and chain.errno == errno.ENOSPC:
+            return True
+        chain = chain.__cause__ or chain.__context__
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
+
+
+#: The stages every method of a setting shares: built under the setting's lock.
+SHARED = (layout.DATA, layout.S1, layout.S1_EVAL)
+
+
 def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], list[Path]] | None = None,
-          loads: Sequence[str] = ()):
+          loads: Sequence[str] = (), code: Sequence[str] = (), version: int = 1):
     """Declare a stage: ``@stage("s2_keywords", reads=("keywords", "seed"))`` over ``build(c, out, *upstream)``.
 
     The decorated function is called as ``fn(cfg, *upstream_dirs, force=False)``
     and returns its output directory.  ``build`` gets the view ``c`` of the
     keys it ``reads``, the scratch directory and the upstream directories;
     ``files(c)`` names raw input files (data, test sets) hashed with them;
-    ``loads`` names the upstream stages whose models it opens (see :func:`prune`).
+    ``loads`` names the upstream stages whose models it opens (see :func:`prune`);
+    ``code`` names project modules it reaches only by name (the fingerprint
+    covers them with the code ``build`` uses); ``version`` is bumped by hand
+    for a change of output the code cannot show.
     A stage may also take its upstream directories by name, as a mapping
     (``fn(cfg, chain={"data": ..., "s1_ner": ...})``: the scoring stages), passed on to ``build`` as given.
     """
@@ -217,13 +338,23 @@ def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], li
         @functools.wraps(build)
         def run(cfg: DictConfig, *upstream: Path, force: bool = False, **named: Mapping[str, Path]) -> Path:
             c = view(cfg, reads)
-            out = RunLayout.of(cfg).stage(name)
+            here = RunLayout.of(cfg)
+            out = here.stage(name)
             dirs = [*upstream, *(d for mapping in named.values() for d in mapping.values())]
             inputs = [*dirs, *(files(c) if files else [])]
-            run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, *upstream, **named), force=force,
-                      loads=[d for d in dirs if Path(d).name in loads])
+            roots = [here.root, resolve_data_dir(c.data_dir)]
+            ran = lambda: run_stage(name, out, hashed(c), inputs,  # noqa: E731
+                                    lambda tmp: build(c, tmp, *upstream, **named), force=force,
+                                    loads=[d for d in dirs if Path(d).name in loads], roots=roots,
+                                    code=code_digests(build, code), version=version)
+            if name in SHARED and not _planning.get():
+                with folder_lock(here.root, "setting", here.root, wait=True):
+                    ran()
+            else:
+                ran()
             return out
 
+        run.reads = tuple(reads)
         return run
 
     return wrap

@@ -22,6 +22,7 @@ from aclm.base.metrics import evaluate_tags
 from aclm.base.runtime import library_versions, seed_everything, select_device
 from aclm.run import layout, outputs
 from aclm.run.gold import test_files, test_names
+from aclm.run.provenance import checkout
 from aclm.run.stages import stage, stamp
 
 
@@ -74,7 +75,8 @@ def chain_record(chain: Mapping[str, Path]) -> tuple[dict, dict]:
     return to_dict(config), timings
 
 
-EVAL_READS = ("method", "profile", "dataset", "gold", "seed", "test_datasets", "ner.eval_batch_size")
+EVAL_READS = ("method", "variant", "setting_variant", "profile", "dataset", "gold", "seed", "test_datasets",
+              "ner.eval_batch_size")
 
 
 def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dict:
@@ -102,16 +104,21 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     main = scores[c.dataset] if c.dataset in scores else evaluate_tags(
         [s.tags for k in own for s in tests[k]], [t for k in own for t in predicted[k]])
     config, timings = chain_record(chain)
+    report = outputs.augmentation_report(chain[layout.S6]) if layout.S6 in chain else None
     result = {
-        "method": c.method, "profile": c.profile, "dataset": c.dataset, "gold": c.gold, "seed": c.seed,
+        "method": c.method, "variant": c.variant, "setting_variant": c.setting_variant, "profile": c.profile,
+        "dataset": c.dataset, "gold": c.gold, "seed": c.seed,
         "f1": main["f1"], "precision": main["precision"], "recall": main["recall"], "dev_f1": trained["dev_f1"],
         "training": trained["training"],
         "per_type": main["per_type"], "per_length": main["per_length"],
         "test": scores,
         "timings": timings,
-        "sizes": {"train": trained["train"], "dev": trained["dev"], **{f"test:{k}": len(v) for k, v in tests.items()}},
-        **({"augmentation": outputs.augmentation_report(chain[layout.S6])} if layout.S6 in chain else {}),
+        "sizes": {"gold": outputs.gold_size(chain[layout.DATA]), "train": trained["train"], "dev": trained["dev"],
+                  **{f"test:{k}": len(v) for k, v in tests.items()}},
+        **({"augmentation": report} if report else {}),
+        "warnings": [report["warning"]] if report and "warning" in report else [],
         "config": config, "config_hash": config_hash(config),
+        "checkout": checkout(),
         "versions": library_versions(),
     }
     write_json(out / layout.RESULT, result)

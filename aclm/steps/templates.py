@@ -42,6 +42,15 @@ class Piece:
     role: Role
 
 
+def pieces_to_json(pieces: Sequence[Piece]) -> list[list[str]]:
+    """A skeleton as S3 stores it: ``[text, tag, role]`` per word."""
+    return [[p.text, p.tag, p.role] for p in pieces]
+
+
+def pieces_from_json(rows: Sequence[Sequence[str]]) -> list[Piece]:
+    return [Piece(*row) for row in rows]
+
+
 # --------------------------------------------------------------------------- label tokens
 
 

@@ -480,7 +480,7 @@ def run_cell(result: Path, args: list[str], python: str = sys.executable, tail_l
     result = Path(result)
     failed = result.parent / FAILED
     failed.unlink(missing_ok=True)
-    command = [python, str(RUN_SCRIPT), *args]
+    command = [python, str(RUN_SCRIPT), "--as-named", *args]     # the grid names its cells' folders itself
     tail: deque[str] = deque(maxlen=tail_lines)
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
     assert proc.stderr is not None

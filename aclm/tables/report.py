@@ -115,7 +115,7 @@ def method_id(cell: Run) -> str:
 
 def template_fields(grid: Grid, cell: Run) -> dict:
     name = grid.method_names.get(method_id(cell), grid.method_names.get(cell.method, cell.method))
-    return {"gold": cell.gold, "method": cell.method, "method_name": name,
+    return {"gold": cell.gold, "method": cell.method, "method_name": name, "profile": getattr(cell, "profile", ""),
             "dataset": cell.dataset, "lang": cell.dataset.rsplit("/", 1)[-1], "sweep": cell.sweep or ""}
 
 
@@ -504,14 +504,15 @@ def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Opt
 
 def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[pd.DataFrame],
              reference_columns: list[str], tested: Optional[str], status_fn: StatusFn = run_status,
-             perplexity_fn: Optional[PerplexityFn] = None) -> Report:
+             perplexity_fn: Optional[PerplexityFn] = None, notes: Sequence[str] = ()) -> Report:
     """The report of ``runs`` laid out by ``grid``: ``reference`` holds the paper's numbers in long form
-    (index columns, column, paper; None: none), ``tested`` the test-set line, ``status_fn`` reads a run."""
+    (index columns, column, paper; None: none), ``tested`` the test-set line, ``status_fn`` reads a run,
+    ``notes`` further lines beside the table."""
     long = collect(grid, runs, perplexity_fn, status_fn)
     summary = summarize(long, grid, reference)
     sig = significance(summary, grid)
     table = wide_table(summary, sig, grid, reference_columns)
-    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs)]
+    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs), *notes]
     caption = f"{grid.title}. {tested}" if tested else grid.title
     return Report(markdown_report(grid, profile, table, summary, long, notes), summary, sig, table, caption)
 

@@ -23,7 +23,7 @@ the table once every array has ended:
 
 Each batch script ``exec``s the run's command, so the SIGTERM of ``scancel``
 or of a time limit reaches Python, which removes the running stage's scratch
-folder (:func:`aclm.base.runtime.exit_on_sigterm`); submitting the slice again
+folder (:func:`aclm.base.runtime.handle_signals`); submitting the slice again
 runs what is missing and resumes a stopped run after its last finished
 stage.  A run's output (Slurm's own messages included) is appended to
 ``<runs>/<profile>/logs/<run>.log``: the array's ``--output`` names a link

@@ -7,9 +7,21 @@ found under the folders, files or globs given (``scripts/tabulate.py``,
 in an ``s1_eval`` or ``s7_eval`` folder, or the ``failed.json`` left beside a
 missing one (FAILED, with its error).  What a run is (profile, dataset, gold
 size, method, seed) is read from that file (a failed run's from the command
-it recorded), its variant from its method folder (``<method>@<variant>``).
+it recorded), its variant from result.json's ``variant`` or else its method
+folder (``<method>@<variant>``), and a setting variant (``seed1@<name>``) likewise.
 A result is taken as it is: unlike a grid's cell, a run found on disk has no
 config to hold it to, so a result whose stages went stale is not told apart.
+
+Runs are seeds of one entry only when everything else is equal: the profile,
+the method and variant, the setting, and the config result.json recorded
+(``config``: every stage's keys) less ``seed`` and the keys that say where
+files live or what ran them (``data_dir``, ``run_dir``, ``device``,
+``storage.*``).  Several profiles in one table each get their own columns
+(F1) or rows (per type), named by the profile; runs of one method and setting
+whose configs differ are rows of their own, each labelled with the keys that
+differ (``ACLM [generator.epochs=10]``).  A failed run (no config recorded)
+joins the one config its command's ``key=value`` words agree with, else stands
+alone; a result.json without ``config`` (older files) is compared as such.
 
 Two tables, with the grids' statistics (mean ± std over seeds, ``[n=k]`` when
 only k of an entry's runs have a value, FAILED, Welch's t-test of ACLM
@@ -31,11 +43,14 @@ matches no single run.
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import math
+import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pandas as pd
 
@@ -53,6 +68,17 @@ from aclm.tables.report import OK, Report, assemble, method_id, read_reference, 
 COMPARED = "aclm"
 BASELINES = tuple(m.name for m in METHODS.values() if m.generation != "aclm")
 IDENTITY = ("profile", "dataset", "gold", "method", "seed")
+#: config keys that say where files live or what ran a run, not what it computed: never part of a comparison
+WHERE = ("data_dir", "run_dir", "device")
+WHERE_SECTIONS = ("storage",)
+#: the config keys two runs may differ in and still be seeds of one entry (a variant's or setting variant's name
+#: is compared as the run's identity, whether or not its config recorded it)
+NOT_COMPARED = ("seed", *WHERE, "variant", "setting_variant")
+#: a label longer than this names its first keys and a hash of the config
+LABEL_WIDTH = 80
+UNSET = "(unset)"
+
+Settings = tuple[tuple[str, str], ...]      # (dotted key, JSON value), sorted
 
 
 class TabulateError(ValueError):
@@ -71,10 +97,20 @@ class FoundRun:
     variant: str
     result_path: Path
     block: int = 0
+    setting_variant: str = ""
+    settings: Optional[Settings] = None      # the config compared (:func:`compared`); None: none recorded
+    overrides: Settings = ()                 # a failed run's command key=value words beyond its identity
+    label: str = ""                          # what sets its entry apart from others of its method and setting
 
     @property
     def sweep(self) -> Optional[str]:
-        return self.variant or None
+        """The variant and the label, as the row's id (:func:`aclm.tables.report.method_id`) takes them."""
+        return (self.variant + (f"[{self.label}]" if self.label else "")) or None
+
+    @property
+    def bucket(self) -> tuple:
+        """The runs that would have been one entry before configs were compared: one method and setting."""
+        return self.profile, self.method, self.variant, self.setting_variant, self.dataset, str(self.gold)
 
     @property
     def failed_path(self) -> Path:
@@ -114,19 +150,132 @@ def find_runs(patterns: Sequence[str]) -> list[FoundRun]:
                 files.setdefault(path.parent.resolve(), path)
     if not files:
         raise TabulateError(f"no result.json or failed.json of a run under {' '.join(patterns)}")
-    return sorted((identify(path) for path in files.values()), key=run_order)
+    return sorted(labelled([identify(path) for path in files.values()]), key=run_order)
 
 
 def identify(path: Path) -> FoundRun:
     """A run's identity from its result.json, or from the command its failed.json recorded."""
-    record = outputs.result(path.parent) if path.name == RESULT else read_json(path)
-    fields = record if path.name == RESULT else command_fields(record.get("command", ""))
+    ok = path.name == RESULT
+    record = outputs.result(path.parent) if ok else read_json(path)
+    fields = record if ok else command_fields(record.get("command", ""))
     missing = [key for key in IDENTITY if key not in fields]
     if missing:
         raise TabulateError(f"{path}: no {', '.join(missing)} recorded; cannot place the run in a table")
     method_dir = path.parent.parent.name if path.parent.name == S7_EVAL else GOLD_ONLY
+    setting_dir = (path.parent.parent.parent if path.parent.name == S7_EVAL else path.parent.parent).name
+    config = record.get("config") if ok else None
+    overrides = () if ok else tuple(sorted((k, v) for k, v in fields.items() if k not in IDENTITY and is_compared(k)))
     return FoundRun(str(fields["profile"]), str(fields["dataset"]), as_gold(fields["gold"]), str(fields["method"]),
-                    int(fields["seed"]), method_dir.partition("@")[2], path.parent / RESULT)
+                    int(fields["seed"]), str(record.get("variant") or method_dir.partition("@")[2]),
+                    path.parent / RESULT, setting_variant=str(record.get("setting_variant")
+                                                              or setting_dir.partition("@")[2]),
+                    settings=compared(config) if isinstance(config, dict) else None, overrides=overrides)
+
+
+# --- which runs are seeds of one entry -----------------------------------------------------
+
+def flat(node: Any, prefix: str = "") -> dict[str, str]:
+    """A nested config as dotted keys and JSON values (a list, or an empty section, is one value)."""
+    if isinstance(node, dict) and (node or not prefix):
+        return {k: v for key, value in node.items() for k, v in flat(value, f"{prefix}{key}.").items()}
+    return {prefix[:-1]: json.dumps(node, sort_keys=True)}
+
+
+def is_compared(key: str) -> bool:
+    return key not in NOT_COMPARED and key.split(".")[0] not in WHERE_SECTIONS
+
+
+def compared(config: dict) -> Settings:
+    """What of a run's recorded config must be equal for two runs to be seeds of one entry: all of it but
+    ``seed`` and where files live (``data_dir``, ``run_dir``, ``device``, ``storage.*``)."""
+    return tuple(sorted((k, v) for k, v in flat(config).items() if is_compared(k)))
+
+
+def agrees(value: str, given: str) -> bool:
+    """Whether a command line's ``given`` text names the config's JSON ``value``."""
+    import yaml
+
+    ours = json.loads(value)
+    try:
+        theirs = yaml.safe_load(given)
+    except yaml.YAMLError:
+        theirs = given
+    return ours == theirs or str(ours) == given or value == given
+
+
+def entry_of(run: FoundRun, configs: dict[Settings, dict[str, str]]) -> tuple:
+    """Which entry of its method and setting a run is a seed of: its config's, or a failed run's the one
+    config its command agrees with (keys no run of its method and setting recorded are beside the point)."""
+    if run.settings is not None:
+        return ("config", run.settings)
+    if run.result_path.exists():
+        return ("unrecorded",)
+    relevant = {k: v for k, v in run.overrides if not configs or any(k in c for c in configs.values())}
+    if not configs and not relevant:     # nothing recorded to hold it to (older files): with those runs
+        return ("unrecorded",)
+    matches = [s for s, c in configs.items() if all(k in c and agrees(c[k], v) for k, v in relevant.items())]
+    return ("config", matches[0]) if len(matches) == 1 else ("command", tuple(sorted(relevant.items())))
+
+
+def shown(value: Optional[str]) -> str:
+    if value is None:
+        return UNSET
+    plain = json.loads(value)
+    return plain if isinstance(plain, str) else json.dumps(plain)
+
+
+def short_hash(entry: tuple) -> str:
+    return hashlib.sha256(repr(entry).encode()).hexdigest()[:6]
+
+
+def entry_labels(entries: list[tuple]) -> dict[tuple, str]:
+    """A label for each entry of one method and setting: the config keys that differ between them
+    (``generator.epochs=10``); none when there is one entry.  Labels are unique."""
+    if len(entries) < 2:
+        return {entry: "" for entry in entries}
+    configs = [dict(e[1]) for e in entries if e[0] == "config"]
+    keys = sorted({k for c in configs for k in c})
+    differing = [k for k in keys if len({c.get(k) for c in configs}) > 1]
+    labels = {}
+    for entry in entries:
+        if entry[0] == "config":
+            parts = [f"{k}={shown(dict(entry[1]).get(k))}" for k in differing]
+        elif entry[0] == "command":
+            parts = [f"{k}={v}" for k, v in entry[1]] or ["config not recorded"]
+        else:
+            parts = ["config not recorded"]
+        text = ", ".join(parts)
+        if len(text) > LABEL_WIDTH:
+            text = f"{', '.join(parts[:2])}, … +{len(parts) - 2} keys #{short_hash(entry)}"
+        labels[entry] = text
+    seen: dict[str, int] = {}
+    for text in labels.values():
+        seen[text] = seen.get(text, 0) + 1
+    return {entry: (f"{text} #{short_hash(entry)}".strip() if seen[text] > 1 else text)
+            for entry, text in labels.items()}
+
+
+def labelled(runs: list[FoundRun]) -> list[FoundRun]:
+    """The runs, each labelled with what sets its entry apart from the other entries of its method and setting
+    (and with its setting variant, when it has one); runs of one entry share a label."""
+    buckets: dict[tuple, list[FoundRun]] = {}
+    for run in runs:
+        buckets.setdefault(run.bucket, []).append(run)
+    out = []
+    for members in buckets.values():
+        configs = {run.settings: dict(run.settings) for run in members if run.settings is not None}
+        entries = [entry_of(run, configs) for run in members]
+        labels = entry_labels(sorted(set(entries), key=natural))
+        for run, entry in zip(members, entries):
+            label = "; ".join(part for part in (run.setting_variant, labels[entry]) if part)
+            settings = entry[1] if entry[0] == "config" else run.settings
+            out.append(replace(run, label=label, settings=settings))
+    return out
+
+
+def natural(value: Any) -> tuple:
+    """A sort key that puts ``epochs=5`` before ``epochs=10``."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", repr(value)))
 
 
 def command_fields(command: str) -> dict:
@@ -144,9 +293,10 @@ def gold_order(gold: Gold) -> tuple:
 
 
 def run_order(run: FoundRun) -> tuple:
-    """Methods in the method table's order (others after), then variant, dataset, gold size (growing) and seed."""
+    """Methods in the method table's order (others after), then variant, label, profile, dataset, gold size
+    (growing) and seed."""
     rank = list(METHODS).index(run.method) if run.method in METHODS else len(METHODS)
-    return rank, run.method, run.variant, run.dataset, gold_order(run.gold), run.seed
+    return rank, run.method, run.variant, natural(run.label), run.profile, run.dataset, gold_order(run.gold), run.seed
 
 
 def found_status(run: FoundRun) -> tuple[str, Optional[dict], Optional[str]]:
@@ -163,14 +313,15 @@ def literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def f1_columns(dataset: str, gold: Gold, results: list[dict]) -> dict[str, str]:
-    """The F1 table's columns of one dataset and gold size: its own test set, then every other one scored."""
-    base = f"{dataset} gold{gold}"
+def f1_columns(dataset: str, gold: Gold, results: list[dict], profile: str = "") -> dict[str, str]:
+    """The F1 table's columns of one dataset and gold size (of ``profile``, named when given): its own test set,
+    then every other one scored."""
+    base = f"{profile + ': ' if profile else ''}{dataset} gold{gold}"
     others = dict.fromkeys(name for result in results for name in result.get("test", {}) if name != dataset)
     return {literal(base): "f1", **{literal(f"{base} → {name}"): f"test.{name}.f1" for name in others}}
 
 
-def type_columns(dataset: str, gold: Gold, results: list[dict]) -> dict[str, str]:
+def type_columns(dataset: str, gold: Gold, results: list[dict], profile: str = "") -> dict[str, str]:
     """The per-type table's columns of one dataset and gold size: every entity type its runs were scored on."""
     types = dict.fromkeys(t for result in results for t in result.get("per_type", {}))
     return {literal(t): f"per_type.{t}.f1" for t in types}
@@ -184,34 +335,39 @@ TABLES = {
 
 
 def method_names(runs: Sequence[FoundRun], paper: Optional[Grid]) -> dict[str, str]:
-    """A row name for every method and variant present: the paper grid's name for a method, else ours."""
+    """A row name for every method, variant and label present: the paper grid's name for a method, else ours."""
     names = {**{m.name: m.title for m in METHODS.values()},
              **({k: v for k, v in paper.method_names.items() if "@" not in k} if paper else {})}
     out = {}
     for run in runs:
         name = names.get(run.method, run.method)
-        out[method_id(run)] = f"{name} @{run.variant}" if run.variant else name
+        out[method_id(run)] = (name + (f" @{run.variant}" if run.variant else "")
+                               + (f" [{run.label}]" if run.label else ""))
     return out
 
 
 def comparison(runs: Sequence[FoundRun]) -> dict:
-    """ACLM against the baselines present (their variants too); nothing to compare without ACLM."""
-    if not any(run.method == COMPARED and not run.variant for run in runs):
+    """ACLM (its unlabelled row) against the baselines present (their variants and labelled rows too); nothing
+    to compare without it."""
+    if not any(method_id(run) == COMPARED for run in runs):
         return {}
     ids = dict.fromkeys(method_id(run) for run in runs if run.method in BASELINES)
     return {"method": COMPARED, "baselines": list(ids)}
 
 
 def table_grid(name: str, runs: Sequence[FoundRun], paper: Optional[Grid]) -> tuple[Grid, list[FoundRun], list[str]]:
-    """The grid of one table over ``runs`` (a block per dataset and gold size), the runs placed in their
-    blocks, and the columns in order."""
+    """The grid of one table over ``runs`` (a block per profile, dataset and gold size), the runs placed in
+    their blocks, and the columns in order.  Several profiles: each names its columns (F1) or rows (per type)."""
     title, index, columns_of = TABLES[name]
-    settings = sorted({(r.dataset, r.gold) for r in runs}, key=lambda s: (s[0], gold_order(s[1])))
+    several = len({r.profile for r in runs}) > 1
+    if several and name == "per_type":
+        index = {"profile": "{profile}", **index}
+    settings = sorted({(r.profile, r.dataset, r.gold) for r in runs}, key=lambda s: (s[0], s[1], gold_order(s[2])))
     blocks, placed, order = [], [], []
-    for i, (dataset, gold) in enumerate(settings):
-        mine = [replace(r, block=i) for r in runs if (r.dataset, r.gold) == (dataset, gold)]
+    for i, (profile, dataset, gold) in enumerate(settings):
+        mine = [replace(r, block=i) for r in runs if (r.profile, r.dataset, r.gold) == (profile, dataset, gold)]
         results = [outputs.result(r.result_path.parent) for r in mine if r.result_path.exists()]
-        columns = columns_of(dataset, gold, results)
+        columns = columns_of(dataset, gold, results, profile if several else "")
         blocks.append(Block((dataset,), (gold,), tuple(dict.fromkeys(r.method for r in mine)), columns))
         placed += mine
         order += [c.format() for c in columns if c.format() not in order]
@@ -266,6 +422,12 @@ def tabulate(patterns: Sequence[str], paper_name: Optional[str] = None,
         if not order:
             continue
         reference = paper_numbers(paper, grid, placed, root) if paper else None
-        reports.append((grid, assemble(grid, placed, profile, reference, order, tested, found_status)))
+        reports.append((grid, assemble(grid, placed, profile, reference, order, tested, found_status,
+                                       notes=[GROUPING_NOTE])))
     return reports
+
+
+GROUPING_NOTE = ("Seeds: an entry averages only runs of one profile and one config (all recorded keys but seed, "
+                 "data_dir, run_dir, device, storage.*); [key=value] labels the rows of one method and setting "
+                 "whose configs differ.")
 

@@ -1,0 +1,136 @@
+"""One writer per run folder: an exclusive lock that names its holder.
+
+Two runs that write one folder would overwrite each other's stages (one
+run's S5 deleting the S4 weights the other had just written).  A run holds
+
+* the **setting lock** (``<setting>/.locks/setting.lock``) while it checks
+  or builds a stage every method of the setting shares (the gold data, S1,
+  its scores): a second run waits for it, which is how a grid's methods wait
+  for their setting's S1;
+* the **method lock** (``<setting>/.locks/<method>[@<variant>].lock``) for
+  its whole chain: a second run of the same method folder fails at once,
+  naming the holder, or waits with ``--wait``.
+
+The locks are ``flock`` locks (:mod:`filelock`): the kernel releases them
+when their process dies, however it dies.  Beside each lock a small JSON
+record names the holder (PID, host, start, command) for whoever finds it
+taken.  A record left by a process that is gone says a run was killed: its
+scratch folders (``.*.tmp``) are orphans, removed with a warning,
+which is safe because every writer of that folder holds the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from filelock import FileLock, Timeout
+
+from aclm.base.io import write_json
+
+log = logging.getLogger("aclm.run.locks")
+LOCKS = ".locks"
+#: How often a waiting run says again what it waits for.
+WAIT_REPORT_S = 60.0
+
+
+class Busy(RuntimeError):
+    """Another live run holds the folder's lock."""
+
+
+def holder_line(record: dict) -> str:
+    return (f"PID {record.get('pid')} on {record.get('host')} since {record.get('started')} "
+            f"({record.get('command', '?')})")
+
+
+def _alive(record: dict) -> bool:
+    """Whether the process a holder record names still runs (only knowable on its own host)."""
+    if record.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(record["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, ValueError, TypeError):
+        return True
+    return True
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def remove_scratch(folder: Path) -> int:
+    """Delete the scratch folders and files (``.*.tmp``) a killed run left in ``folder``; returns how many."""
+    gone = 0
+    for scratch in Path(folder).glob(".*.tmp"):
+        if scratch.is_dir():
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            scratch.unlink(missing_ok=True)
+        gone += 1
+    if gone:
+        log.warning("removed %d scratch folder(s) that a killed run left in %s", gone, folder)
+    return gone
+
+
+@contextmanager
+def folder_lock(setting: Path, name: str, cleans: Path, wait: bool) -> Iterator[None]:
+    """Hold the lock ``name`` of a setting folder; then remove the orphan scratch in ``cleans``, the folder
+    that only holders of this lock write (the setting folder itself, or a method folder).
+
+    ``wait=False``: a lock held by a live run raises :class:`Busy` naming it.
+    """
+    locks = Path(setting) / LOCKS
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(locks / f"{name}.lock", is_singleton=True, preserve_lock_file=True)
+    record_path = locks / f"{name}.json"
+    _acquire(lock, record_path, wait)
+    try:
+        if lock.lock_counter == 1:          # not a nested hold of this process: the folder is ours now
+            previous = _read(record_path)
+            if previous and not _alive(previous):
+                log.warning("the lock of %s was left by a run that is gone (%s); taking it over",
+                            setting, holder_line(previous))
+            write_json(record_path, {"pid": os.getpid(), "host": socket.gethostname(),
+                                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                     "command": " ".join(sys.argv)})
+            remove_scratch(cleans)
+        yield
+    finally:
+        if lock.lock_counter == 1:
+            record_path.unlink(missing_ok=True)
+        lock.release()
+
+
+def _acquire(lock: FileLock, record_path: Path, wait: bool) -> None:
+    try:
+        lock.acquire(timeout=0)
+        return
+    except Timeout:
+        holder = _read(record_path)
+    where = record_path.parent.parent
+    if not wait:
+        raise Busy(f"{where} is being written by another run: {holder_line(holder)}. Wait for it to end, "
+                   f"or rerun with --wait") from None
+    while True:
+        log.warning("waiting for %s: another run writes it (%s)", where, holder_line(holder))
+        start = time.monotonic()
+        try:
+            lock.acquire(timeout=WAIT_REPORT_S)
+            log.info("%s is free after %.0f s", where, time.monotonic() - start)
+            return
+        except Timeout:
+            holder = _read(record_path)

@@ -1,0 +1,208 @@
+"""Which code made a result: the source a stage's builder depends on, and the checkout it ran from.
+
+**A stage's code.**  :func:`code_digests` follows a builder function to the
+project modules it uses: the names its body refers to (a function or class
+of another project module brings in that whole module; a function of the
+builder's own module is followed function by function, since one module of
+:mod:`aclm.run` declares several stages), the modules it imports inside its
+body, and then every project module those import, at any depth.  Each is
+digested by its syntax tree without docstrings, so editing a comment, a
+docstring or the layout re-runs nothing, and any other edit re-runs the
+stages that use the code and every stage after them.  The stage machinery
+itself (:data:`MACHINERY`: fingerprints, stamps, locks) computes no output
+and is left out.
+
+**The checkout.**  :func:`checkout` records the git commit, whether the tree
+had uncommitted changes (and a digest of them), where the imported package
+lives and the library versions: a virtual environment holding another
+checkout's editable install shows up as a package path outside this one.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import subprocess
+import sys
+import textwrap
+import types
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable
+
+from aclm.base.paths import PROJECT_ROOT
+from aclm.base.runtime import library_versions
+
+#: The project's top-level packages: only their modules count as a stage's code.
+PACKAGES = ("aclm", "baselines", "melm")
+#: Modules that decide whether a stage runs, not what it computes.
+MACHINERY = frozenset({"aclm.run.stages", "aclm.run.provenance", "aclm.run.locks"})
+
+
+def _is_project(module: str) -> bool:
+    return module.split(".")[0] in PACKAGES and module not in MACHINERY
+
+
+def _tree_digest(source: str) -> str:
+    """The digest of ``source``'s syntax tree with docstrings removed (comments and layout never reach it)."""
+    tree = ast.parse(textwrap.dedent(source))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=None)
+def _package_dir(top: str) -> Path | None:
+    spec = importlib.util.find_spec(top)       # imports the top-level package only, never a training library
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+def _source_file(name: str) -> Path | None:
+    """The file of project module ``name``, found without importing it (None: not a module)."""
+    top, _, rest = name.partition(".")
+    base = _package_dir(top)
+    if base is None:
+        return None
+    stem = base.joinpath(*rest.split(".")) if rest else base
+    for candidate in (stem.with_suffix(".py"), stem / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _module_file(name: str) -> Path:
+    found = _source_file(name)
+    if found is None:
+        raise ImportError(f"no source for module {name}")
+    return found
+
+
+@lru_cache(maxsize=None)
+def _module_facts(name: str, mtime_ns: int) -> tuple[str, frozenset[str]]:
+    """A module's digest and the project modules it imports anywhere (top level or inside functions)."""
+    source = _module_file(name).read_text(encoding="utf-8")
+    return _tree_digest(source), frozenset(_imported(ast.parse(source), _package_of(name)))
+
+
+def _package_of(name: str) -> str:
+    return name if _module_file(name).name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _imported(tree: ast.AST, package: str) -> Iterable[str]:
+    """Project modules named by the import statements of ``tree`` (``from a import b`` counts b if a module)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) \
+                if node.level else node.module or ""
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            if _is_project(name) and _source_file(name) is not None:
+                yield name
+
+
+def _module_digest(name: str) -> tuple[str, frozenset[str]]:
+    return _module_facts(name, _module_file(name).stat().st_mtime_ns)
+
+
+def _function_source(fn: Callable) -> str:
+    return inspect.getsource(fn)
+
+
+def _referenced(fn: types.FunctionType) -> tuple[set[str], list[types.FunctionType]]:
+    """The project modules ``fn`` uses directly, and the functions of its own module it calls."""
+    names: set[str] = set()
+    codes = [fn.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    values = [fn.__globals__[n] for n in names if n in fn.__globals__]
+    values += [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
+    modules = set(_imported(ast.parse(textwrap.dedent(_function_source(fn))), fn.__module__.rpartition(".")[0]))
+    local: list[types.FunctionType] = []
+    for value in values:
+        if isinstance(value, types.ModuleType):
+            owner = value.__name__
+        elif isinstance(value, (types.FunctionType, type)):
+            owner = value.__module__
+        else:
+            owner = type(value).__module__
+        if not _is_project(owner or ""):
+            continue
+        if isinstance(value, types.FunctionType) and owner == fn.__module__:
+            local.append(value)
+        else:
+            modules.add(owner)
+    return modules, local
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:      # a cell not assigned yet
+        return False
+    return True
+
+
+def code_digests(build: Callable, modules: Iterable[str] = ()) -> dict[str, str]:
+    """Digest per piece of code ``build`` depends on: ``module:function`` for functions of its own module,
+    ``module`` for every project module it reaches; ``modules`` are added (code it reaches by name only,
+    e.g. a method's ``augment`` function named in the method table)."""
+    build = inspect.unwrap(build)
+    digests: dict[str, str] = {}
+    pending_modules = set(modules)
+    pending_functions = [build]
+    while pending_functions:
+        fn = pending_functions.pop()
+        key = f"{fn.__module__}:{fn.__qualname__}"
+        if key in digests:
+            continue
+        digests[key] = _tree_digest(_function_source(fn))
+        found, local = _referenced(fn)
+        pending_modules |= found
+        pending_functions.extend(local)
+    while pending_modules:
+        name = pending_modules.pop()
+        if name in digests or not _is_project(name):
+            continue
+        digests[name], imports = _module_digest(name)
+        pending_modules |= imports - digests.keys()
+    return dict(sorted(digests.items()))
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
+@lru_cache(maxsize=1)
+def checkout() -> dict:
+    """Commit, dirty flag (and the uncommitted diff's digest), package path, Python and library versions."""
+    import aclm
+
+    commit = _git("rev-parse", "HEAD")
+    record: dict = {"commit": commit.strip() if commit else None, "package": str(Path(aclm.__file__).parent),
+                    "python_executable": sys.executable}
+    if commit:
+        status = _git("status", "--porcelain", "--untracked-files=normal") or ""
+        record["dirty"] = bool(status.strip())
+        if record["dirty"]:
+            diff = (_git("diff", "HEAD", "--binary") or "") + status
+            record["diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
+    else:
+        record["dirty"] = None          # not a git checkout: an installed copy
+    record["versions"] = library_versions()
+    return record

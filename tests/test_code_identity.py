@@ -1,0 +1,159 @@
+"""The cache never returns a result the current code did not make, and every result names its code.
+
+A stage's fingerprint covers the source of the project modules its builder
+uses (:mod:`aclm.run.provenance`): editing ``steps/templates.py`` re-runs S3
+and what follows, not S1 or S2; a comment or docstring re-runs nothing.  The
+end-to-end test runs a copy of the package in a temporary git checkout, edits
+it, and reads what the rerun says and records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aclm.base.io import read_json
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run import layout, pipeline, provenance, tagging
+from aclm.run.chain import plan, run_method
+from aclm.run.gold import data_stage
+from aclm.run.layout import RunLayout
+from aclm.run.naming import run_config
+from aclm.run.stages import STAMP
+from conftest import FAST
+
+
+def test_each_stage_digests_the_step_modules_it_uses_and_no_others():
+    templates, keywords = "aclm.steps.templates", "aclm.steps.keywords"
+    assert templates in provenance.code_digests(pipeline.templates_stage)
+    assert templates in provenance.code_digests(pipeline.generate_stage)
+    assert keywords in provenance.code_digests(pipeline.keywords_stage)
+    for earlier in (data_stage, tagging.s1_stage, pipeline.keywords_stage):
+        assert templates not in provenance.code_digests(earlier), earlier.__name__
+    assert keywords not in provenance.code_digests(tagging.s1_stage)
+    assert "aclm.run.pipeline:gold_tagger" in provenance.code_digests(pipeline.keywords_stage)  # its own helper
+    assert "aclm.run.pipeline:mask_token_of" not in provenance.code_digests(pipeline.keywords_stage)
+    assert not any(m in provenance.code_digests(pipeline.keywords_stage) for m in provenance.MACHINERY)
+
+
+def test_a_method_table_entry_brings_its_module_into_its_stage_code():
+    from aclm.base.registry import get
+
+    assert get("lwtr").code_modules() == ("baselines.lwtr",)
+    assert get("melm").code_modules() == ("melm.augment", "melm.sources")
+    digests = provenance.code_digests(data_stage, get("lwtr").code_modules())
+    assert "baselines.lwtr" in digests and "aclm.steps.screening" in digests      # and what it imports
+
+
+def test_comments_docstrings_and_layout_leave_the_digest_alone_and_code_does_not():
+    source = 'def f(x):\n    """Why."""\n    return x + 1\n'
+    same = provenance._tree_digest(source)
+    assert provenance._tree_digest('def f(x):\n    # note\n    return (x\n            + 1)\n') == same
+    assert provenance._tree_digest('def f(x):\n    """Another why."""\n    return x + 1\n') == same
+    assert provenance._tree_digest('def f(x):\n    return x + 2\n') != same
+
+
+def test_a_copied_run_folder_stays_current(fast, tmp_path):
+    cfg = fast(tmp_path / "a", "method=lwtr")
+    run_method(cfg)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.move(str(tmp_path / "a"), tmp_path / "moved")
+    for where in ("b", "moved"):
+        assert all(state == "current" for _, state in plan(fast(tmp_path / where, "method=lwtr"))), where
+
+
+def test_run_method_force_reruns_every_stage_and_force_from_the_rest(tiny_models, tmp_path):
+    words = ["scripts/run_method.py", "method=gold_only", "profile=tiny", f"run_dir={tmp_path}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def run(*extra: str) -> str:
+        done = subprocess.run([sys.executable, *words, *extra], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              env=env, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stderr
+
+    assert "data: running (new)" in run()
+    again = run("--force")
+    assert all(f"{name}: running (forced)" in again for name in ("data", "s1_ner", "s1_eval")), again[-2000:]
+    rest = run("--force-from", "s1_eval")
+    assert "s1_ner: up to date" in rest and "s1_eval: running (forced)" in rest
+    refused = subprocess.run([sys.executable, *words, "--force-from", "s4_generator"], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, env=env, timeout=600)
+    assert refused.returncode != 0 and "has no such stage" in refused.stderr
+
+
+# --------------------------------------------------------------------------- an edited copy of the package
+
+def checkout_copy(where: Path) -> Path:
+    """The project's code and configs in a fresh git repository; models and sample data linked, not copied."""
+    for name in ("aclm", "baselines", "melm", "configs", "scripts"):
+        shutil.copytree(PROJECT_ROOT / name, where / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("models", "data"):
+        (where / name).symlink_to(PROJECT_ROOT / name)
+    (where / ".gitignore").write_text("/models\n/data\n__pycache__/\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(where)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "copy"], check=True)
+    return where
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{path} no longer has {old!r}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_editing_a_step_module_reruns_its_stage_and_those_after_it_only(tiny_models, tmp_path):
+    code = checkout_copy(tmp_path / "checkout")
+    words = ["method=aclm", *FAST, f"run_dir={tmp_path / 'runs'}"]
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1"}
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "scripts/run_method.py", *words, *extra], cwd=code, env=env,
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    run()
+    here = RunLayout.of(run_config(words))
+    before = read_json(here.result_path)
+    assert before["checkout"]["package"] == str(code / "aclm") and before["checkout"]["dirty"] is False
+
+    # S3 keeps no keyword at all: a change of what it computes
+    edit(code / "aclm/steps/templates.py", "    keep = set(keywords)\n", "    keep = set()\n")
+    second = run().stderr
+    for unchanged in ("data", "s1_ner", "s2_keywords"):
+        assert f"{unchanged}: up to date" in second, second[-3000:]
+    reasons = dict(re.findall(r"(\w+): running \((.*)\) -> ", second))
+    assert reasons["s3_templates"] == "code changed: aclm.steps.templates"
+    for later in ("s4_generator", "s5_generate", "s6_postprocess", "s7_ner", "s7_eval"):
+        assert "input changed: " in reasons[later], (later, reasons)
+    after = read_json(here.result_path)
+    commit = subprocess.run(["git", "-C", str(code), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert after["checkout"]["commit"] == commit.strip() and after["checkout"]["dirty"] is True
+    assert after["checkout"]["diff_sha256"]
+    stamp = read_json(here.stage(layout.S3) / STAMP)
+    assert stamp["checkout"]["dirty"] is True and "aclm.steps.templates" in stamp["identity"]["code"]
+    print(f"tiny ACLM F1 before the edit {before['f1']:.4f}, after {after['f1']:.4f}; S6 added "
+          f"{before['augmentation']['added']} then {after['augmentation']['added']}")
+
+    # a comment and a docstring change nothing; the keyword step's code re-runs S2 and what follows
+    def planned() -> dict[str, str]:
+        return dict(line.split(None, 1) for line in run("--dry-run").stdout.splitlines())
+
+    edit(code / "aclm/steps/keywords.py", '"""S2: ', '"""Edited: S2: ')
+    edit(code / "aclm/steps/keywords.py", "\ndef stopwords(", "\n# a comment\ndef stopwords(")
+    assert set(planned().values()) == {"current"}
+    edit(code / "aclm/steps/keywords.py", "\ndef stopwords(", "\n_EDITED = True\n\n\ndef stopwords(")
+    planned = planned()
+    assert planned["s1_ner"] == "current" and planned["data"] == "current"
+    assert planned["s2_keywords"] == "would run: code changed: aclm.steps.keywords"
+    assert planned["s7_eval"] == "would run: after s2_keywords"
