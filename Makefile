@@ -61,7 +61,7 @@ mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoisi
 FAST_TIER = not slow and not real_weights and not slurm and not cuda
 
 test: $(TINY)  ## the fast tier: unit tests and short runs on tiny models (offline, a few minutes)
-	$(DATA_ENV) $(PYTHON) -m pytest -m "$(FAST_TIER)"
+	$(DATA_ENV) $(PYTHON) -m pytest -rs -m "$(FAST_TIER)"
 
 test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weights, Slurm (what CI runs)
 	$(DATA_ENV) $(PYTHON) -m pytest --durations=25

@@ -14,12 +14,13 @@ Every run makes the same check first (aclm/run/datacheck.py).
 
 from __future__ import annotations
 
+from aclm.run import layout
 from aclm.run.cli import main_guard, parse, stage_parser
 from aclm.run.datacheck import check_setting
 
 
 def main() -> None:
-    _, cfg = parse(stage_parser(__doc__))
+    _, cfg = parse(stage_parser(__doc__, [layout.DATA]))
     report = check_setting(cfg)
     for path, n in report.files.items():
         print(f"read {path}: {n} sentences")

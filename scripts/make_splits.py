@@ -19,11 +19,12 @@ from aclm.base.config import config_hash, to_dict
 from aclm.base.data import write_conll
 from aclm.base.datasets import load_split
 from aclm.base.io import write_json
+from aclm.run import layout
 from aclm.run.cli import main_guard, parse, stage_parser
 
 
 def main() -> None:
-    parser = stage_parser(__doc__)
+    parser = stage_parser(__doc__, [layout.DATA])
     parser.add_argument("--out", type=Path, help="output folder (default: splits/<dataset>/seed<splits.seed>)")
     args, cfg = parse(parser)
     args.out = args.out or Path("splits") / cfg.dataset / f"seed{cfg.splits.seed}"

@@ -12,17 +12,19 @@ STAGE`` that stage and every one after it; ``--wait`` waits for another run writ
 
 from __future__ import annotations
 
+import textwrap
+
 from aclm.base import registry
 from aclm.run import layout, outputs
 from aclm.run.chain import chain, plan, run_method
-from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser
 from aclm.run.gold import asked_size
 
 
 def list_methods() -> None:
     """The method table: name, how it generates, what it reads, what it needs."""
     for m in registry.METHODS.values():
-        extra = f"reads {', '.join(m.reads)}" if m.reads else ""
+        extra = f"reads {', '.join(m.keys)}" if m.keys else ""
         extra += f"; needs {', '.join(m.needs)}" if m.needs else ""
         print(f"{m.name:<17} {m.generation:<8} {m.summary}" + (f"  [{extra}]" if extra else ""))
 
@@ -36,11 +38,11 @@ def list_stages(overrides: list[str]) -> None:
         augment = registry.get(cfg.method).augment
         print(cfg.method + (f" (augment: {augment})" if augment else "") + ":")
         for step in chain(cfg):
-            print(f"  {step.describe()}")
+            print(textwrap.indent(step.describe(cfg), "  "))
 
 
 def main() -> None:
-    parser = stage_parser(__doc__)
+    parser = stage_parser(__doc__, WHOLE_CHAIN)
     parser.add_argument("--list", action="store_true", help="print the method table and exit")
     parser.add_argument("--list-stages", action="store_true",
                         help="print the method's chain of stages (every method's without method=) and exit")

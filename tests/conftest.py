@@ -78,21 +78,3 @@ def fast(tiny_models):
         return load_config([*FAST, f"run_dir={run_dir}", *overrides])
 
     return make
-
-
-#: The tiers: `make test` runs what none of these marks (a few minutes); `make test-all` runs everything.
-#: slow: whole runs in subprocesses (interrupted, resumed, gridded); real_weights: the mini profile's real
-#: encoder and generator; slurm: a real single-node Slurm.  test_cuda.py marks its own tests `cuda`.
-TIERS = {
-    "test_interrupt": "slow", "test_resume": "slow", "test_reproduce_slice": "slow", "test_integration": "slow",
-    "test_baselines_integration": "slow", "test_gpu_check": "slow", "test_stage_costs": "slow",
-    "test_scripts_help": "slow", "test_slurm": "slurm",
-    "test_real_weights": "real_weights", "test_mini_generator": "real_weights", "test_predict": "real_weights",
-}
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        tier = TIERS.get(item.module.__name__.rsplit(".", 1)[-1])
-        if tier:
-            item.add_marker(getattr(pytest.mark, tier))

@@ -9,6 +9,9 @@ from aclm.run import layout, outputs
 from aclm.run.chain import result_dir, run_method
 from aclm.run.layout import RunLayout
 
+pytestmark = pytest.mark.slow
+
+
 #: every baseline of the method table that needs no other method's run (WikiNEuRal, on conll2003/en, is tested below)
 BASELINES = tuple(m.name for m in METHODS.values() if m.generation == "augment" and not m.needs)
 

@@ -33,6 +33,7 @@ from aclm.steps.templates import parse_generation, render, skeleton
 
 pytestmark = pytest.mark.cuda
 
+
 SAMPLE = PROJECT_ROOT / "data" / "sample" / "en" / "train.conll"
 GPU_STAGES = (layout.S1, layout.S2, layout.S4, layout.S5, layout.S7, layout.S7_EVAL)
 

@@ -13,6 +13,9 @@ import torch
 
 from aclm.base.paths import PROJECT_ROOT
 
+pytestmark = pytest.mark.slow
+
+
 SCRIPT = PROJECT_ROOT / "scripts" / "gpu_check.py"
 
 

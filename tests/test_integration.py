@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
 from aclm.base.data import read_conll
 from aclm.base.io import read_json
@@ -12,6 +13,8 @@ from aclm.base.splits import type_shares
 from aclm.run.chain import result_dir
 from aclm.run.gold import gold_data
 from aclm.run.layout import RunLayout
+
+pytestmark = pytest.mark.slow
 
 
 def test_make_splits_on_multiconer_en(shared_data, tmp_path):

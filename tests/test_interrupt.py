@@ -26,6 +26,9 @@ from aclm.run.naming import run_config
 from aclm.run.stages import STAMP
 from aclm.run.tagger import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
 
+pytestmark = pytest.mark.slow
+
+
 #: tiny's sample, with S1 short (60 gold sentences) and S7 long enough to stop mid-way (its ~6x more data)
 SETTING = ["profile=tiny", "ner.epochs=10", "generator.epochs=3", "generation.rounds=2"]
 EPOCH_DONE = r"train tagger:\s+\d+%\S*\s*\| *[1-9]\d*/"

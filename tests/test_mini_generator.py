@@ -41,6 +41,9 @@ from aclm.steps.generation import build_jobs, decode_jobs
 from aclm.steps.keywords import select_random_released
 from aclm.steps.templates import MalformedGeneration, label_tokens, linearize, parse_generation, skeleton
 
+pytestmark = pytest.mark.real_weights
+
+
 TYPES = ["CORP", "CW", "GRP", "LOC", "PER", "PROD"]
 ROUNDS = 20                                # the paper's R is 5: more rounds, a steadier share
 #: the least share of the mini generator's outputs that pass, per decoding (measured: 0.13-0.47 and 0.32-0.47)

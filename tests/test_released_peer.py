@@ -381,24 +381,25 @@ def test_lwtr_released_matches_the_released_files_statistics(shared_data):
 # --------------------------------------------------------------------------- the switches reach their stages
 
 
-def stage_config(monkeypatch, run, cfg, *upstream: Path) -> dict:
+def stage_config(monkeypatch, run, cfg, **upstream: Path) -> dict:
     """The config a stage would fingerprint (its view), captured instead of running it."""
     captured = {}
     monkeypatch.setattr(stages, "run_stage", lambda name, out, config, *a, **k: captured.update(config))
-    run(cfg, *upstream)
+    run(cfg, **upstream)
     return captured
 
 
 def test_each_switch_is_in_its_stages_fingerprint(monkeypatch):
     here = Path(".")
-    s5 = stage_config(monkeypatch, pipeline.generate_stage, REFERENCE, here, here, here)["generation"]
+    s5 = stage_config(monkeypatch, pipeline.generate_stage, REFERENCE, data=here, s3_templates=here,
+                      s4_generator=here)["generation"]
     assert (s5["parse"], s5["dedupe"]) == ("released", "raw")
-    s2 = stage_config(monkeypatch, pipeline.keywords_stage, REFERENCE, here, here)["keywords"]
+    s2 = stage_config(monkeypatch, pipeline.keywords_stage, REFERENCE, data=here, s1_ner=here)["keywords"]
     assert s2["split_commas"] is True
-    s6 = stage_config(monkeypatch, pipeline.postprocess_stage, REFERENCE, here, here)["postprocess"]
+    s6 = stage_config(monkeypatch, pipeline.postprocess_stage, REFERENCE, data=here, generations=here)["postprocess"]
     assert s6["drop_copies"] is False
     lwtr = load_config(["profile=reference_code", "method=lwtr"])
-    assert stage_config(monkeypatch, augment_stage, lwtr, here)["lwtr"] == {"p": 0.3, "variant": "released"}
+    assert stage_config(monkeypatch, augment_stage, lwtr, data=here)["lwtr"] == {"p": 0.3, "variant": "released"}
     defaults = load_config(["method=lwtr"])
     assert (defaults.lwtr.variant, defaults.generation.parse, defaults.generation.dedupe,
             defaults.postprocess.drop_copies, defaults.keywords.split_commas) == ("paper", "strict", "parsed",

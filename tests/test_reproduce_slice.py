@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from aclm.base.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
 
 
 def make(*args: str, env: dict) -> subprocess.CompletedProcess:

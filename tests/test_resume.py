@@ -27,6 +27,9 @@ from aclm.run.naming import run_config
 from aclm.run.stages import STAMP
 from conftest import FAST
 
+pytestmark = pytest.mark.slow
+
+
 KILLED_IN = ("s1_ner", "s4_generator", "s5_generate", "s7_ner")
 COMPARED = ["s5_generate/generations.jsonl", "s6_postprocess/gold+aug.conll", "s7_eval/predictions/*.conll"]
 STAGE_TIMEOUT = 900      # seconds to wait for a stage's scratch folder before giving up

@@ -11,6 +11,9 @@ import pytest
 
 from aclm.base.paths import PROJECT_ROOT
 
+pytestmark = pytest.mark.slow
+
+
 SCRIPTS = sorted((PROJECT_ROOT / "scripts").glob("*.py"))
 
 

@@ -21,6 +21,9 @@ from aclm.base.paths import PROJECT_ROOT
 from aclm.tables.grid import Cell, expand, load_grid
 from aclm.tables.slurm import Places, id_ranges, load_cluster, plan, plan_jobs, run_label
 
+pytestmark = pytest.mark.slurm
+
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
 SLICE = ["PROFILE=smoke", "LANGS=en", "SIZES=100", "SEEDS=1", "METHODS=gold_only,lwtr,aclm"]
 TEST_CLUSTER = """cluster:

@@ -6,8 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from aclm.base.paths import PROJECT_ROOT
 from conftest import FAST
+
+pytestmark = pytest.mark.slow
 
 
 def costs(run_dir, out) -> subprocess.CompletedProcess:

@@ -41,7 +41,7 @@ def sample_as_multiconer(tmp_path):
 def test_a_stage_sees_only_the_config_it_reads(fast, tmp_path):
     cfg = fast(tmp_path, "method=lwtr")
 
-    @stage("probe", reads=("lwtr", "seed"))
+    @stage("probe", keys=("lwtr", "seed"))
     def probe(c, out):
         assert c.lwtr.p == 0.3 and c.seed == 1 and c.data_dir          # declared keys and where data is
         return {"daga": c.daga.epochs}                                   # undeclared: must raise
@@ -115,7 +115,7 @@ def test_a_toy_method_added_as_the_readme_says(fast, tmp_path, monkeypatch):
     yaml = tmp_path / "toy.yaml"                                         # 3. its YAML, with its own section
     yaml.write_text("toy:\n  copies: 2\n")
     monkeypatch.setitem(registry.METHODS, "toy", registry.Method(      # 2. one table entry
-        "toy", "repeats the gold data", "augment", reads=("toy",), augment="toy_method:augment", config_file=yaml))
+        "toy", "repeats the gold data", "augment", keys=("toy",), augment="toy_method:augment", config_file=yaml))
     cfg = fast(tmp_path / "runs", "method=toy")
     done = run_method(cfg)
     result = read_json(done[layout.S7_EVAL] / "result.json")
@@ -166,25 +166,45 @@ def test_each_methods_chain_is_declared_as_data():
     aclm = steps("method=aclm")
     assert list(aclm) == [layout.DATA, layout.S1, layout.S2, layout.S3, layout.S4, layout.S5, layout.S6, layout.S7,
                           layout.S7_EVAL]
-    assert aclm[layout.S5].reads == (layout.DATA, layout.S3, layout.S4) and aclm[layout.S5].frees == layout.S4
-    assert aclm[layout.S6].reads == (layout.DATA, layout.S5) and not aclm[layout.S7_EVAL].frees   # a single run
+    assert list(aclm[layout.S5].inputs) == [layout.DATA, layout.S3, layout.S4] and aclm[layout.S5].frees == layout.S4
+    assert aclm[layout.S6].inputs == {layout.DATA: layout.DATA, "generations": layout.S5}
+    assert not aclm[layout.S7_EVAL].frees                                                        # a single run
     assert steps("method=aclm", "storage.keep_final_tagger=false")[layout.S7_EVAL].frees == layout.S7   # a grid's
     assert not steps("method=aclm", "storage.keep_models=true")[layout.S5].frees
     melm = steps("method=melm")                             # its consistency filter reads the gold tagger
-    assert melm[layout.S6].reads == (layout.DATA, layout.AUGMENT, layout.S1)
+    assert melm[layout.S6].inputs == {layout.DATA: layout.DATA, "generations": layout.AUGMENT, layout.S1: layout.S1}
     assert steps("method=wikineural")[layout.AUGMENT].needs == ("aclm",)
     for method in registry.METHODS:                        # every step reads only steps before it
         names = list(steps(f"method={method}"))
-        assert all(names.index(r) < names.index(s.name) for s in steps(f"method={method}").values() for r in s.reads)
+        assert all(names.index(r) < names.index(s.name) for s in steps(f"method={method}").values()
+                   for r in s.inputs.values())
 
 
 def test_list_stages_prints_a_chain_and_a_stage_script_refuses_a_stage_its_method_lacks(tmp_path):
     listed = subprocess.run([sys.executable, "scripts/run_method.py", "--list-stages", "method=lwtr", "profile=tiny"],
                             cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     assert listed[0] == "lwtr (augment: baselines.lwtr:augment_gold):"
-    assert [line.split()[0] for line in listed[1:]] == [layout.DATA, layout.S1, layout.AUGMENT, layout.S6, layout.S7,
-                                                         layout.S7_EVAL]
+    stages = [line.split()[0] for line in listed[1:] if not line.lstrip().startswith("keys:")]
+    assert stages == [layout.DATA, layout.S1, layout.AUGMENT, layout.S6, layout.S7, layout.S7_EVAL]
+    assert "keys: method, dataset, seed, lwtr, generation.rounds" in listed[listed.index(
+        next(line for line in listed if line.split()[0] == layout.AUGMENT)) + 1]
     refused = subprocess.run([sys.executable, "scripts/extract_keywords.py", "method=lwtr", "profile=tiny",
                               f"run_dir={tmp_path}"], cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert refused.returncode == 1 and "has no stage s2_keywords" in refused.stderr
     assert not any(tmp_path.iterdir())                     # refused before anything ran
+
+
+def test_a_chain_wired_to_a_later_stage_or_a_wrong_argument_fails_when_built():
+    from aclm.run.chain import Step, WiringError, wired
+    from aclm.run.gold import data_stage
+    from aclm.run.pipeline import keywords_stage, templates_stage
+    from aclm.run.tagging import s1_stage
+
+    s2 = Step(layout.S2, keywords_stage, (layout.DATA, layout.S1))
+    with pytest.raises(WiringError, match="s2_keywords takes s1_ner, which no step before it makes"):
+        wired([Step(layout.DATA, data_stage), s2, Step(layout.S1, s1_stage, (layout.DATA,))])
+    assert wired([Step(layout.DATA, data_stage), Step(layout.S1, s1_stage, (layout.DATA,)), s2])[-1] is s2
+    with pytest.raises(WiringError, match=r"templates_stage takes \['s2_keywords'\], the chain gives \['data'\]"):
+        Step(layout.S3, templates_stage, (layout.DATA,))                  # an argument the stage does not take
+    with pytest.raises(WiringError, match="keywords_stage takes"):
+        Step(layout.S2, keywords_stage, (layout.DATA,))                   # one it needs, missing

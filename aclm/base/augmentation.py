@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Optional, TypedDict
 
 from aclm.base.data import TaggedSentence
+from aclm.base.runtime import RunError
 
 
-class NoAugmentation(RuntimeError):
+class NoAugmentation(RunError):
     """A method's post-processing kept nothing: its tagger would be Gold-only's, reported under its name."""
 
 

@@ -2,7 +2,9 @@
 
 The values live in YAML (``configs/profiles/paper.yaml`` is the base profile; other
 profiles name it under ``inherits``; ``configs/methods/<name>.yaml`` adds a
-method's settings); this module only declares their types.  Command-line
+method's settings); this module declares their types and, once for every key,
+what it means and which values it takes (:func:`key`): the scripts' ``--help``
+and the checks read them from here.  Command-line
 ``key=value`` overrides are merged last, e.g.::
 
     python scripts/train_ner.py profile=tiny dataset=multiconer/en gold=100 ner.epochs=3
@@ -26,214 +28,253 @@ from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
 from aclm.base.registry import METHODS
 
 
+def key(meaning: str, *, choices: tuple = (), default: Any = MISSING, factory: Optional[Callable] = None) -> Any:
+    """A config key: its meaning and allowed values live here, the one place ``--help``, the checks and
+    the docs read them from."""
+    metadata = {"help": meaning, "choices": choices}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def section(kind: type, meaning: str = "") -> Any:
+    return field(default_factory=kind, metadata={"help": meaning, "choices": ()})
+
+
+ON_OFF = ("off", "labels", "entities")
+PRECISIONS = ("auto", "no", "bf16", "fp16")
+
+
 @dataclass
 class NERConfig:
-    model: str = MISSING                 # HF id or local path (S1/S7 encoder)
-    tagger: str = MISSING                # linear | bilstm_crf (WikiNEuRal)
-    layers: str = MISSING                # flair layer spec, "-1" or "-1,-2,-3,-4"
-    layer_mean: bool = MISSING
-    subtoken_pooling: str = MISSING      # first | mean | first_last | last
-    fine_tune: bool = MISSING
-    optimizer: str = MISSING             # adam | adamw | sgd
-    lr: float = MISSING
-    batch_size: int = MISSING
-    epochs: int = MISSING
-    schedule: str = MISSING              # anneal (flair's default, released code) | linear | constant
-    anneal_patience: int = MISSING       # anneal: epochs without dev gain before the lr is halved
-    min_lr: float = MISSING              # anneal: training stops once the lr falls below this
-    warmup_fraction: float = MISSING     # linear: warm-up share of the steps
-    early_stopping: Optional[int] = None  # stop after this many epochs without dev gain (null: never)
-    reproject_embeddings: bool = MISSING  # flair's trained linear map before the output layer
-    on_no_learning: str = MISSING        # fail | warn: a tagger with dev F1 0 or only O predictions
-    hidden_size: int = MISSING           # BiLSTM (bilstm_crf only)
-    rnn_layers: int = MISSING
-    dropout: float = MISSING
-    eval_batch_size: int = MISSING
-    use_amp: Union[bool, str] = MISSING  # auto (on CUDA) | true | false: flair's mixed-precision training
+    model: str = key("the S1/S7 encoder: a hub id, a local folder or pkg:<package>/<folder>")
+    tagger: str = key("linear: a linear head (ACLM); bilstm_crf: WikiNEuRal's BiLSTM-CRF",
+                      choices=("linear", "bilstm_crf"))
+    layers: str = key('flair layer spec of the encoder layers fed to the head: "-1" or "-1,-2,-3,-4"')
+    layer_mean: bool = key("average the chosen layers (else concatenate them)")
+    subtoken_pooling: str = key("how a word's sub-tokens make its vector",
+                                choices=("first", "last", "first_last", "mean"))
+    fine_tune: bool = key("train the encoder's weights with the head (else the encoder is frozen)")
+    optimizer: str = key("the tagger's optimizer", choices=("adam", "adamw", "sgd"))
+    lr: float = key("learning rate of the tagger (S1, S7)")
+    batch_size: int = key("training sentences per step")
+    epochs: int = key("training epochs at most (annealing or early stopping may end sooner)")
+    schedule: str = key("anneal: flair's default (released code), halve the lr on a flat dev score; linear: "
+                        "warm-up then decay; constant", choices=("anneal", "linear", "constant"))
+    anneal_patience: int = key("anneal: epochs without dev gain before the lr is halved")
+    min_lr: float = key("anneal: training stops once the lr falls below this")
+    warmup_fraction: float = key("linear: share of the training steps spent warming up")
+    early_stopping: Optional[int] = key("stop after this many epochs without dev gain (null: never)", default=None)
+    reproject_embeddings: bool = key("flair's trained linear map before the output layer")
+    on_no_learning: str = key("a tagger with dev F1 0 or only O predictions: fail its run, or warn",
+                              choices=("fail", "warn"))
+    hidden_size: int = key("bilstm_crf: the BiLSTM's hidden units a direction")
+    rnn_layers: int = key("bilstm_crf: stacked BiLSTM layers")
+    dropout: float = key("bilstm_crf: dropout rate")
+    eval_batch_size: int = key("sentences per batch when tagging dev and test sets")
+    use_amp: Union[bool, str] = key("flair's mixed-precision training (auto: on CUDA only)",
+                                    choices=("auto", True, False))
 
 
 @dataclass
 class KeywordConfig:
-    selection: str = MISSING             # attention | random | random_released | none (ACLM, -random, -only-entity)
-    rule: str = MISSING                  # paper | released: punctuation, other entities, p = 0 (keywords.py)
-    layers: str = MISSING                # last1 | last4 | all | "8-11" (0-based, inclusive)
-    p: float = MISSING                   # keyword rate: k = ceil(p * non-entity words)
-    stopwords: str = MISSING             # stopwordsiso | stopwordsiso_all (ten languages' union) | none
-    batch_size: int = MISSING
-    max_subtokens: int = MISSING         # longer sentences get no keywords (counted)
-    split_commas: bool = MISSING         # S2-S5 see tokens split at commas (the released S2 reader)
+    selection: str = key("how S2 picks keywords: attention (ACLM), random (ACLM random, matched count), "
+                         "random_released (the released random draw), none (ACLM only entity)",
+                         choices=("attention", "random", "random_released", "none"))
+    rule: str = key("candidate words: paper (no punctuation, no stop words) or released (the released code's "
+                    "ASCII-punctuation rule; other entities compete; p = 0 keeps all)", choices=("paper", "released"))
+    layers: str = key('attention layers averaged: last1, last4, all, or a 0-based inclusive range such as "8-11"')
+    p: float = key("keyword rate: k = ceil(p x non-entity words) keywords a sentence (0: none)")
+    stopwords: str = key("stop-word list: the sentence's language's, the ten languages' union, or none",
+                         choices=("stopwordsiso", "stopwordsiso_all", "none"))
+    batch_size: int = key("sentences per attention batch")
+    max_subtokens: int = key("sentences longer than this (encoder sub-tokens) get no keywords (counted)")
+    split_commas: bool = key("S2-S5 see tokens split at commas (the released S2 reader)")
 
 
 @dataclass
 class GeneratorConfig:
-    model: str = MISSING                 # mBART-50 id or local path
-    lr: float = MISSING
-    batch_size: int = MISSING
-    epochs: int = MISSING
-    weight_decay: float = MISSING
-    max_length: int = MISSING            # tokens in and out during fine-tuning
-    mixed_precision: str = MISSING       # auto | no | bf16 | fp16 (auto: bf16 on a capable GPU)
-    label_token_init: dict = field(default_factory=dict)  # type -> words its label tokens start from
+    model: str = key("the S4 generator to fine-tune: an mBART-50 hub id or local folder")
+    lr: float = key("fine-tuning learning rate")
+    batch_size: int = key("templates per fine-tuning step")
+    epochs: int = key("fine-tuning epochs")
+    weight_decay: float = key("AdamW weight decay")
+    max_length: int = key("tokens in and out during fine-tuning")
+    mixed_precision: str = key("fine-tuning precision (auto: bf16 on a capable GPU, fp16 on another, none on CPU)",
+                               choices=PRECISIONS)
+    label_token_init: dict = key("entity type -> the words its new label tokens' embeddings start from",
+                                 factory=dict)
 
 
 @dataclass
 class MixnerConfig:
-    mode: str = MISSING                  # paper (Gaussian gate) | code (3 plain + 2 mixed) | off
-    beta: float = MISSING                # paper: mix when gamma > beta
-    gamma_sigma: float = MISSING
-    code_mixed_rounds: int = MISSING     # code: the last rounds use the 1st, 2nd... neighbour
-    retrieval_k: int = MISSING           # neighbours to sample from
-    embedder: str = MISSING              # Sentence-BERT id or local path
-    batch_size: int = MISSING
+    mode: str = key("paper: a Gaussian gate mixes a template with a neighbour's when gamma > beta; code: the "
+                    "released schedule (plain rounds, then mixed ones); off", choices=("paper", "code", "off"))
+    beta: float = key("paper: mix when gamma > beta")
+    gamma_sigma: float = key("paper: standard deviation of gamma ~ N(0.5, sigma) (not stated in the paper)")
+    code_mixed_rounds: int = key("code: the last rounds mix with the 1st, 2nd, ... neighbour")
+    retrieval_k: int = key("nearest neighbours (Sentence-BERT) a mixing partner is drawn from")
+    embedder: str = key("the Sentence-BERT model: a hub id or local folder")
+    batch_size: int = key("sentences per embedding batch")
 
 
 @dataclass
 class GenerationConfig:
-    rounds: int = MISSING                # R
-    top_k: int = MISSING
-    num_beams: int = MISSING
-    max_length: int = MISSING
-    batch_size: int = MISSING
-    parse: str = MISSING                 # strict | released: how a generation is read back (templates.PARSERS)
-    dedupe: str = MISSING                # parsed (words and tags) | raw (generated text, released code)
-    constrained: str = MISSING           # off | labels | entities: decoding keeps the label grammar (constraints.py)
-    mixner: MixnerConfig = field(default_factory=MixnerConfig)
+    rounds: int = key("R: generations per training sentence")
+    top_k: int = key("sampling keeps the k most likely tokens")
+    num_beams: int = key("beams in decoding")
+    max_length: int = key("tokens generated at most")
+    batch_size: int = key("templates per decoding batch")
+    parse: str = key("how a generation is read back: strict (each label token closed by the same one) or "
+                     "released (the released code's reading)", choices=("strict", "released"))
+    dedupe: str = key("a repeat is the same words and tags (parsed) or the same generated text (raw, released code)",
+                      choices=("parsed", "raw"))
+    constrained: str = key("decoding keeps the label-token grammar (labels), and the template's entities "
+                           "(entities); off: free decoding, as the paper", choices=ON_OFF)
+    mixner: MixnerConfig = section(MixnerConfig, "mixner: templates mixed with a retrieved neighbour's (S5)")
 
 
 @dataclass
 class PostprocessConfig:
-    consistency_filter: bool = MISSING   # keep only what the S1 model tags identically
-    drop_copies: bool = MISSING          # drop copies (and near copies) of the source; released code: no
-    max_similarity: float = MISSING      # drop if token overlap with the source is above (1.0 = only identical)
-    drop_entity_free: bool = MISSING
-    on_nothing_added: str = MISSING      # fail | warn: S6 kept nothing, so S7 would be Gold-only's tagger
+    consistency_filter: bool = key("keep only augmentations the S1 tagger tags identically")
+    drop_copies: bool = key("drop copies (and near copies) of the source sentence; released code: no")
+    max_similarity: float = key("drop if the token overlap with the source is above this (1.0: exact copies only)")
+    drop_entity_free: bool = key("drop augmentations that hold no entity")
+    on_nothing_added: str = key("S6 kept nothing, so S7 would be Gold-only's tagger: fail the run, or warn and "
+                                "flag its result", choices=("fail", "warn"))
 
 
 @dataclass
 class LwTRConfig:
-    p: float = MISSING
-    variant: str = MISSING               # paper | released (as the released files show: baselines/lwtr.py)
+    p: float = key("chance that a token is replaced by a training token of the same label")
+    variant: str = key("paper: as published; released: as the released LwTR files show (baselines/lwtr.py)",
+                       choices=("paper", "released"))
 
 
 @dataclass
 class DAGAConfig:
-    embedding_dim: int = MISSING
-    hidden_size: int = MISSING
-    dropout: float = MISSING
-    lr: float = MISSING
-    epochs: int = MISSING
-    batch_size: int = MISSING
-    max_length: int = MISSING
-    constrained: str = "off"             # off | labels | entities (= labels): sampling keeps a tag before a word
+    embedding_dim: int = key("the LSTM language model's embedding size")
+    hidden_size: int = key("the LSTM's hidden units")
+    dropout: float = key("dropout rate")
+    lr: float = key("learning rate")
+    epochs: int = key("training epochs (the epoch with the lowest dev loss is kept)")
+    batch_size: int = key("sentences per step")
+    max_length: int = key("tokens of a linearized sentence sampled at most")
+    constrained: str = key("sampling keeps a tag before a word (labels = entities); off: free sampling",
+                           choices=ON_OFF, default="off")
 
 
 @dataclass
 class MulDAConfig:
-    model: str = MISSING                 # mBART-50 id or local path, the language model
-    lr: float = MISSING
-    batch_size: int = MISSING            # fine-tuning
-    epochs: int = MISSING                # the epoch with the lowest dev loss is kept
-    weight_decay: float = MISSING
-    mixed_precision: str = MISSING       # auto | no | bf16 | fp16
-    label_token_init: dict = field(default_factory=dict)  # type -> words its tag tokens start from
-    max_length: int = MISSING            # tokens of a linearized sentence, in fine-tuning and in sampling
-    rounds: int = MISSING                # R samples per gold sentence
-    top_k: int = MISSING                 # sampling from the k most likely tokens
-    generation_batch_size: int = MISSING  # encoder inputs per generate call
-    constrained: str = "off"             # off | labels | entities (= labels): sampling keeps a tag before a word
+    model: str = key("the language model fine-tuned: an mBART-50 hub id or local folder")
+    lr: float = key("fine-tuning learning rate")
+    batch_size: int = key("sentences per fine-tuning step")
+    epochs: int = key("fine-tuning epochs (the epoch with the lowest dev loss is kept)")
+    weight_decay: float = key("AdamW weight decay")
+    mixed_precision: str = key("fine-tuning precision (as generator.mixed_precision)", choices=PRECISIONS)
+    label_token_init: dict = key("entity type -> the words its tag tokens' embeddings start from", factory=dict)
+    max_length: int = key("tokens of a linearized sentence, in fine-tuning and in sampling")
+    rounds: int = key("R: samples per gold sentence")
+    top_k: int = key("sampling keeps the k most likely tokens")
+    generation_batch_size: int = key("encoder inputs per generate call")
+    constrained: str = key("sampling keeps a tag before a word (labels = entities); off: free sampling",
+                           choices=ON_OFF, default="off")
 
 
 @dataclass
 class MELMConfig:
-    model: str = MISSING
-    mask_rate: float = MISSING           # eta, entity tokens masked in training
-    epochs: int = MISSING
-    lr: float = MISSING
-    batch_size: int = MISSING
-    top_k: int = MISSING
-    rounds: int = MISSING
-    code_mix: bool = MISSING
-    code_mix_languages: list = field(default_factory=list)
+    model: str = key("the masked language model fine-tuned: an XLM-R hub id or local folder")
+    mask_rate: float = key("eta: share of entity tokens masked in training")
+    epochs: int = key("fine-tuning epochs")
+    lr: float = key("fine-tuning learning rate")
+    batch_size: int = key("sentences per step")
+    top_k: int = key("a masked entity token is filled from the k most likely tokens")
+    rounds: int = key("R: augmentations per gold sentence")
+    code_mix: bool = key("replace entities with same-type entities of other languages (MELM's code-mixing)")
+    code_mix_languages: list = key("datasets whose entities code-mixing borrows (empty: a union's own languages)",
+                                   factory=list)
 
 
 @dataclass
 class AnalysisConfig:
-    perplexity_model: str = MISSING      # causal LM for Table 3 (GPT-2 by default)
-    batch_size: int = MISSING
+    perplexity_model: str = key("the causal language model Table 3's perplexity is measured with (GPT-2)")
+    batch_size: int = key("sentences per perplexity batch")
 
 
 @dataclass
 class StorageConfig:
-    keep_models: bool = MISSING          # keep S4 generators and S7 taggers once their outputs are written
-    keep_final_tagger: bool = MISSING    # keep the S7 tagger (a single run's product); grids turn it off
+    keep_models: bool = key("keep S4 generators and S7 taggers once their outputs are written")
+    keep_final_tagger: bool = key("keep the S7 tagger (a single run's product); the grids turn it off")
 
 
 @dataclass
 class DataCheckConfig:
-    min_type_sentences: int = MISSING    # a type in fewer sentences of a setting's files is an error (a typo?)
-    canonical_tags: bool = MISSING       # a lower-case tag (b-per) is an error; false: read as upper-case
+    min_type_sentences: int = key("a type in fewer sentences of a setting's files is an error (a typo?)")
+    canonical_tags: bool = key("a lower-case tag (b-per) is an error; false: read it as upper-case")
 
 
 @dataclass
 class SplitConfig:
-    source: str = MISSING                # auto (released where shipped, else stratified) | released | stratified
-    seed: int = MISSING                  # the stratified draw's seed (the run's seed varies training only)
-    sizes: list = field(default_factory=list)
-    dev_size: Optional[Union[int, str]] = None  # a number, "gold" (as many as the gold sample) or null (full dev)
+    source: str = key("where the gold sample comes from: auto (the released sample where shipped, else "
+                      "stratified), released, stratified", choices=("auto", "released", "stratified"))
+    seed: int = key("the stratified draw's seed (the run's seed varies training only)")
+    sizes: list = key("gold sizes scripts/make_splits.py cuts", factory=list)
+    dev_size: Optional[Union[int, str]] = key('dev sentences: a number, "gold" (as many as the gold sample) or '
+                                              "null (the full dev set)", default=None)
 
 
 @dataclass
 class Config:
-    profile: str = MISSING
-    method: str = MISSING
-    variant: str = MISSING               # names a method's sweep point: runs in <method>@<variant>/, sharing S0-S1
-    setting_variant: str = ""            # names a setting with its own S0-S1: runs in seed<S>@<setting_variant>/
-    dataset: str = MISSING               # a key of configs/datasets.yaml, or a folder with train.conll (dev, test)
-    language: Optional[str] = None       # a dataset folder's ISO 639-1 language (null: detected from its text)
-    test_datasets: list = field(default_factory=list)  # extra test sets (cross-lingual)
-    gold: Union[int, str] = MISSING      # gold sentences, or "full"
-    seed: int = MISSING
-    data_dir: str = MISSING
-    run_dir: str = MISSING
-    device: str = MISSING                # auto | cpu | cuda
-    splits: SplitConfig = field(default_factory=SplitConfig)
-    data_check: DataCheckConfig = field(default_factory=DataCheckConfig)
-    ner: NERConfig = field(default_factory=NERConfig)
-    keywords: KeywordConfig = field(default_factory=KeywordConfig)
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
-    generation: GenerationConfig = field(default_factory=GenerationConfig)
-    postprocess: PostprocessConfig = field(default_factory=PostprocessConfig)
-    lwtr: LwTRConfig = field(default_factory=LwTRConfig)
-    daga: DAGAConfig = field(default_factory=DAGAConfig)
-    mulda: MulDAConfig = field(default_factory=MulDAConfig)
-    melm: MELMConfig = field(default_factory=MELMConfig)
-    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
-    storage: StorageConfig = field(default_factory=StorageConfig)
+    profile: str = key("configs/profiles/<profile>.yaml: the values everything else starts from")
+    method: str = key("the method run (scripts/run_method.py --list)")
+    variant: str = key("names a method's sweep point: runs in <method>@<variant>/, sharing S0-S1")
+    setting_variant: str = key("names a setting with its own S0-S1: runs in seed<S>@<setting_variant>/", default="")
+    dataset: str = key("a key of configs/datasets.yaml, or a folder with train.conll (dev, test)")
+    language: Optional[str] = key("a dataset folder's ISO 639-1 language (null: detected from its text)", default=None)
+    test_datasets: list = key("extra test sets a run is scored on (cross-lingual)", factory=list)
+    gold: Union[int, str] = key('gold sentences sampled from the train set, or "full"')
+    seed: int = key("the training seed (S1-S7); the gold sample's is splits.seed")
+    data_dir: str = key("where the datasets are (default: $ACLM_DATA_DIR, else ./data)")
+    run_dir: str = key("where runs are written")
+    device: str = key("where models run (auto: CUDA when there is one)", choices=("auto", "cpu", "cuda"))
+
+    splits: SplitConfig = section(SplitConfig, "S0: how the gold sample and the dev set are drawn")
+    data_check: DataCheckConfig = section(DataCheckConfig, "the check of every file before any training")
+    ner: NERConfig = section(NERConfig, "the NER tagger: S1 on gold, S7 on gold + augmentations")
+    keywords: KeywordConfig = section(KeywordConfig, "S2: keywords from the S1 tagger's attention")
+    generator: GeneratorConfig = section(GeneratorConfig, "S4: the generator fine-tuned on S3's templates")
+    generation: GenerationConfig = section(GenerationConfig, "S5: generation from dynamic masks, with mixner")
+    postprocess: PostprocessConfig = section(PostprocessConfig, "S6: what of a generation stage's output is kept")
+    lwtr: LwTRConfig = section(LwTRConfig, "LwTR, label-wise token replacement")
+    daga: DAGAConfig = section(DAGAConfig, "DAGA, an LSTM language model over linearized sentences")
+    mulda: MulDAConfig = section(MulDAConfig, "MulDA, DAGA's linearization with mBART-50")
+    melm: MELMConfig = section(MELMConfig, "MELM, masked entity language modelling")
+    analysis: AnalysisConfig = section(AnalysisConfig, "Table 3's perplexity")
+    storage: StorageConfig = section(StorageConfig, "what a run keeps on disk")
 
 
-CHOICES: dict[str, tuple] = {
-    "device": ("auto", "cpu", "cuda"),
-    "splits.source": ("auto", "released", "stratified"),
-    "ner.tagger": ("linear", "bilstm_crf"),
-    "ner.optimizer": ("adam", "adamw", "sgd"),
-    "ner.schedule": ("anneal", "linear", "constant"),
-    "ner.on_no_learning": ("fail", "warn"),
-    "postprocess.on_nothing_added": ("fail", "warn"),
-    "ner.subtoken_pooling": ("first", "last", "first_last", "mean"),
-    "keywords.selection": ("attention", "random", "random_released", "none"),
-    "keywords.rule": ("paper", "released"),
-    "keywords.stopwords": ("stopwordsiso", "stopwordsiso_all", "none"),
-    "generator.mixed_precision": ("auto", "no", "bf16", "fp16"),
-    "mulda.mixed_precision": ("auto", "no", "bf16", "fp16"),
-    "ner.use_amp": ("auto", True, False),
-    "generation.mixner.mode": ("paper", "code", "off"),
-    "generation.parse": ("strict", "released"),
-    "generation.dedupe": ("parsed", "raw"),
-    "generation.constrained": ("off", "labels", "entities"),
-    "daga.constrained": ("off", "labels", "entities"),
-    "mulda.constrained": ("off", "labels", "entities"),
-    "lwtr.variant": ("paper", "released"),
-}
+def schema_keys(kind: type = None, prefix: str = "") -> dict[str, Any]:
+    """Every key of the schema (dotted) -> its field, sections included (their own keys follow them)."""
+    from dataclasses import fields, is_dataclass
+
+    found: dict[str, Any] = {}
+    for f in fields(kind or Config):
+        name = prefix + f.name
+        found[name] = f
+        if is_dataclass(f.default_factory):
+            found.update(schema_keys(f.default_factory, name + "."))
+    return found
+
+
+def key_help(name: str) -> str:
+    """A schema key's meaning, with its choices when it has any."""
+    f = schema_keys()[name]
+    choices = f.metadata["choices"]
+    return f.metadata["help"] + (f" [{' | '.join(str(c) for c in choices)}]" if choices else "")
+
+
+#: Each key with a fixed set of values, and those values (from the schema's metadata).
+CHOICES: dict[str, tuple] = {k: f.metadata["choices"] for k, f in schema_keys().items() if f.metadata["choices"]}
 
 
 class ConfigError(ValueError):

@@ -30,7 +30,7 @@ class Method:
     name: str
     summary: str
     generation: str                     # none | aclm | augment
-    reads: tuple[str, ...] = ()         # config keys an augment stage reads (besides seed)
+    keys: tuple[str, ...] = ()          # config keys an augment stage reads (besides seed)
     augment: str = ""                   # "module:function" for generation="augment"
     needs: tuple[str, ...] = ()         # methods of the same setting that must run first
     files: str = ""                     # "module:function" naming raw files it reads (hashed by content)

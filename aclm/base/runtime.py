@@ -1,4 +1,8 @@
-"""Seeds, devices, logging and the facts every run JSON records."""
+"""Seeds, devices, logging, signals and the facts every run JSON records.
+
+torch is imported where a function needs it: the scripts' ``--help`` and a
+chain's planning load this module without a training library.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Iterator
 
-import numpy as np
 import psutil
-import torch
 
 log = logging.getLogger("aclm")
 
@@ -41,6 +43,11 @@ def setup_logging(level: int = logging.INFO) -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+
+
+class RunError(RuntimeError):
+    """A run failed for a reason its user can act on (a tagger that learned nothing, a folder in use):
+    the scripts print it as one line, not a traceback."""
 
 
 class Interrupted(BaseException):
@@ -93,13 +100,19 @@ def forget_signals() -> None:
 
 
 def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
 
 
-def select_device(name: str = "auto") -> torch.device:
-    """Resolve ``auto`` and, on a GPU, allow TF32 matmuls (no effect on our results' precision needs)."""
+def select_device(name: str = "auto"):
+    """Resolve ``auto`` to a ``torch.device`` and, on a GPU, allow TF32 matmuls (no effect on our results'
+    precision needs)."""
+    import torch
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)
@@ -157,6 +170,8 @@ class PeakMemory:
                 return
 
     def __enter__(self) -> "PeakMemory":
+        import torch
+
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -166,6 +181,8 @@ class PeakMemory:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        import torch
+
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             self.cuda_mb = torch.cuda.max_memory_allocated() / 2**20
 

@@ -7,7 +7,6 @@ so a 100-sentence sample keeps the type mix of the full training set.
 from __future__ import annotations
 
 import numpy as np
-from skmultilearn.model_selection import IterativeStratification
 
 from aclm.base.data import TaggedSentence, entity_types, type_counts
 
@@ -35,6 +34,8 @@ def stratified_indices(sentences: list[TaggedSentence], size: int, seed: int) ->
     order = np.random.RandomState(seed).permutation(n)
     np.random.seed(seed)
     share = size / n
+    from skmultilearn.model_selection import IterativeStratification   # scikit-learn: seconds to import
+
     stratifier = IterativeStratification(n_splits=2, order=1, sample_distribution_per_fold=[share, 1.0 - share])
     _, sample = next(stratifier.split(np.zeros((n, 1)), y[order]))
     return sorted(int(order[i]) for i in sample)

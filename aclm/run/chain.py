@@ -28,9 +28,10 @@ transformers only where a stage builds.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from omegaconf import DictConfig
 
@@ -42,31 +43,57 @@ from aclm.run.datacheck import preflight
 from aclm.run.gold import data_stage
 from aclm.run.layout import RunLayout
 from aclm.run.locks import folder_lock
-from aclm.run.pipeline import (augment_stage, generate_stage, generator_stage, keywords_stage, postprocess_stage,
-                               templates_stage)
+from aclm.run.pipeline import (augment_keys, augment_stage, generate_stage, generator_stage, keywords_stage,
+                               postprocess_stage, templates_stage)
 from aclm.run.stages import Pruned, Stale, in_planning, planning, prune
 from aclm.run.tagging import s1_eval_stage, s1_stage, s7_eval_stage, s7_stage
 
 
+class WiringError(ValueError):
+    """A chain whose step takes a folder the stage does not, or one of a step that is not before it."""
+
+
 @dataclass(frozen=True)
 class Step:
-    """One stage of a chain: what it is called, the declared stage that builds it, and what it reads."""
+    """One stage of a chain: what it is called, the declared stage that builds it, and what it reads.
 
-    name: str                               # its directory (aclm.run.layout)
-    stage: Callable[..., Path]              # called as stage(cfg, *the directories of `reads`, force=...)
-    reads: tuple[str, ...] = ()             # the earlier steps whose directories it gets, in this order
-    needs: tuple[str, ...] = ()             # ... then the S6 of these methods of the setting, where they ran
-    scores: bool = False                    # a scoring stage: it gets every earlier step by name (``chain=``)
-    frees: str = ""                         # an earlier step whose model weights go once this one is done
+    ``inputs`` maps each of the stage's arguments to the earlier step whose directory it gets (a tuple
+    names arguments after their steps: ``("data", "s1_ner")``); an argument the stage does not take, or
+    one it needs and is not given, fails here, when the chain is built, before anything runs.
+    """
 
-    def describe(self) -> str:
-        """One line for ``--list-stages``."""
-        reads = [*self.reads, *(f"{m}/{layout.S6} (if it ran)" for m in self.needs)]
+    name: str                                   # its directory (aclm.run.layout)
+    stage: Callable[..., Path]                  # called as stage(cfg, force=..., **{argument: directory})
+    inputs: Mapping[str, str] | tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()                 # the S6 of these methods of the setting, where they ran (needs=)
+    scores: bool = False                        # a scoring stage: it gets every earlier step by name (chain=)
+    frees: str = ""                             # an earlier step whose model weights go once this one is done
+
+    def __post_init__(self) -> None:
+        inputs = dict(self.inputs) if isinstance(self.inputs, Mapping) else {name: name for name in self.inputs}
+        object.__setattr__(self, "inputs", inputs)
+        given = {*inputs, *(["needs"] if self.needs else []), *(["chain"] if self.scores else [])}
+        parameters = inspect.signature(self.stage).parameters
+        takes = {n for n, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        wanted = {n for n in takes if parameters[n].default is inspect.Parameter.empty} - {"c", "cfg", "out"}
+        if given - takes or wanted - given:
+            raise WiringError(f"step {self.name}: {self.stage.__name__} takes {sorted(takes - {'c', 'cfg', 'out'})}, "
+                              f"the chain gives {sorted(given)}")
+
+    def config_keys(self, cfg: DictConfig) -> tuple[str, ...]:
+        """The config keys its stage reads (a baseline's augment stage: those of the method table's entry)."""
+        return getattr(self.stage, "config_keys", None) or augment_keys(registry.get(cfg.method))
+
+    def describe(self, cfg: DictConfig) -> str:
+        """Two lines for ``--list-stages``: what it is and reads, and the config keys it reads."""
+        reads = [*(s if a == s else f"{a}={s}" for a, s in self.inputs.items()),
+                 *(f"{m}/{layout.S6} (if it ran)" for m in self.needs)]
         if self.scores:
             reads.append("chain= every earlier stage by name")
         line = f"{self.name:<15} {self.stage.__module__ + '.' + self.stage.__name__:<37}"
         line += f" reads {', '.join(reads)}" if reads else ""
-        return (line + (f"; then prunes {self.frees}" if self.frees else "")).rstrip()
+        line = (line + (f"; then prunes {self.frees}" if self.frees else "")).rstrip()
+        return f"{line}\n{'':<16}keys: {', '.join(self.config_keys(cfg))}"
 
 
 def chain(cfg: DictConfig) -> list[Step]:
@@ -74,7 +101,7 @@ def chain(cfg: DictConfig) -> list[Step]:
     method = registry.get(cfg.method)
     gold = [Step(layout.DATA, data_stage), Step(layout.S1, s1_stage, (layout.DATA,))]
     if method.generation == "none":
-        return [*gold, Step(layout.S1_EVAL, s1_eval_stage, scores=True)]
+        return wired([*gold, Step(layout.S1_EVAL, s1_eval_stage, scores=True)])
     if method.generation == "aclm":
         own = [Step(layout.S2, keywords_stage, (layout.DATA, layout.S1)),
                Step(layout.S3, templates_stage, (layout.S2,)),
@@ -83,12 +110,24 @@ def chain(cfg: DictConfig) -> list[Step]:
                     frees="" if cfg.storage.keep_models else layout.S4)]
     else:
         own = [Step(layout.AUGMENT, augment_stage, (layout.DATA,), needs=method.needs)]
-    consistency = (layout.S1,) if cfg.postprocess.consistency_filter else ()
+    consistency = {layout.S1: layout.S1} if cfg.postprocess.consistency_filter else {}
     keep_tagger = cfg.storage.keep_models or cfg.storage.keep_final_tagger
-    return [*gold, *own,
-            Step(layout.S6, postprocess_stage, (layout.DATA, own[-1].name, *consistency)),
-            Step(layout.S7, s7_stage, (layout.DATA, layout.S6)),
-            Step(layout.S7_EVAL, s7_eval_stage, scores=True, frees="" if keep_tagger else layout.S7)]
+    return wired([*gold, *own,
+                  Step(layout.S6, postprocess_stage, {layout.DATA: layout.DATA, "generations": own[-1].name,
+                                                      **consistency}),
+                  Step(layout.S7, s7_stage, (layout.DATA, layout.S6)),
+                  Step(layout.S7_EVAL, s7_eval_stage, scores=True, frees="" if keep_tagger else layout.S7)])
+
+
+def wired(steps: list[Step]) -> list[Step]:
+    """``steps``, checked: each takes only folders of steps before it."""
+    for at, step in enumerate(steps):
+        earlier = {s.name for s in steps[:at]}
+        late = [source for source in step.inputs.values() if source not in earlier]
+        if late:
+            raise WiringError(f"step {step.name} takes {', '.join(late)}, which no step before it makes "
+                              f"(the chain: {', '.join(s.name for s in steps)})")
+    return steps
 
 
 def run_method(cfg: DictConfig, until: str | None = None, force: str | None = None,
@@ -137,13 +176,14 @@ def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], unt
                forced: set[str], done: dict[str, Path]) -> dict[str, Path]:
 
     def run(step: Step, again: bool = False) -> Path:
-        upstream = [done[name] for name in step.reads]
+        upstream: dict = {argument: done[source] for argument, source in step.inputs.items()}
         if step.needs:
             here = RunLayout.of(cfg)
             needed = [here.of_method(m).stage(layout.S6) for m in step.needs]
-            upstream += [d for d in needed if (d / layout.REPORT).exists()]
-        named = {"chain": dict(done)} if step.scores else {}
-        return step.stage(cfg, *upstream, force=again or step.name in forced, **named)
+            upstream["needs"] = [d for d in needed if (d / layout.REPORT).exists()]
+        if step.scores:
+            upstream["chain"] = dict(done)
+        return step.stage(cfg, force=again or step.name in forced, **upstream)
 
     for step in steps:
         check_interrupted()

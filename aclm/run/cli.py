@@ -11,24 +11,31 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+import textwrap
+from typing import Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.augmentation import NoAugmentation
-from aclm.base.config import ConfigError, load_config
+from aclm.base.config import ConfigError, key_help, load_config, schema_keys, to_dict
 from aclm.base.data import DataError
-from aclm.base.runtime import Interrupted, check_interrupted, handle_signals, setup_logging
+from aclm.base.runtime import Interrupted, RunError, check_interrupted, handle_signals, setup_logging
 from aclm.run.chain import chain, run_method
-from aclm.run.locks import Busy
 from aclm.run.naming import run_config
-from aclm.run.stages import NoSpace
-from aclm.run.tagger import NoLearning
+from aclm.run.stages import SHARED, NoSpace
 
 
-def stage_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+#: ``stage_parser(..., stages=WHOLE_CHAIN)``: ``--help`` lists the keys of every stage of the method's chain.
+WHOLE_CHAIN = ("*",)
+
+
+def stage_parser(description: str, stages: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser every script shares; ``--help`` also lists the config keys ``stages`` read."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     add_help=False)
+    parser.set_defaults(help_stages=tuple(stages))
+    parser.add_argument("-h", "--help", action="store_true",
+                        help="show this help, with the config keys the stage reads and their values under the "
+                             "profile given (profile=NAME), and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="config overrides, e.g. profile=tiny dataset=multiconer/en gold=100 seed=1")
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
@@ -44,6 +51,9 @@ def stage_parser(description: str) -> argparse.ArgumentParser:
 
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tuple[argparse.Namespace, DictConfig]:
     args = parser.parse_args(argv)
+    if args.help:
+        print(parser.format_help() + keys_help(args.overrides, args.help_stages))
+        sys.exit(0)
     setup_logging()
     try:
         cfg = (load_config if args.as_named else run_config)(args.overrides, args.config)
@@ -53,6 +63,48 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tup
         print(OmegaConf.to_yaml(cfg, resolve=True))
         sys.exit(0)
     return args, cfg
+
+
+def keys_help(overrides: Sequence[str], stages: Sequence[str]) -> str:
+    """The config keys ``stages`` read, each with its value under the given profile and what it means."""
+    if not stages:
+        return ""
+    words = list(overrides)
+    if stages != WHOLE_CHAIN and not any(w.startswith("method=") for w in words) and not set(stages) & set(SHARED):
+        words.append("method=aclm")                     # the method whose chain has S2-S5
+    try:
+        cfg = load_config(words)
+    except (ConfigError, KeyError) as err:
+        return f"\n(no key list: {err})\n"
+    steps = chain(cfg)
+    chosen = steps if stages == WHOLE_CHAIN else [s for s in steps if s.name in stages]
+    if not chosen:
+        return f"\nmethod {cfg.method} has no stage {', '.join(stages)}: pick a method= that has one\n"
+    lines = [f"\nconfig keys read (method={cfg.method}, profile={cfg.profile}; override any as key=value):"]
+    shown: set[str] = set()
+    for step in chosen:
+        keys = [k for k in leaf_keys(cfg, step.config_keys(cfg)) if k not in shown]
+        if keys:
+            lines.append(f"  {step.name}:")
+        for name in keys:
+            shown.add(name)
+            value = to_dict(OmegaConf.select(cfg, name))
+            lines.append(f"    {name} = {value}")
+            if name in schema_keys():
+                lines += textwrap.wrap(key_help(name), 100, initial_indent=" " * 8, subsequent_indent=" " * 8)
+    return "\n".join(lines) + "\n"
+
+
+def leaf_keys(cfg: DictConfig, reads: Sequence[str]) -> list[str]:
+    """The keys under ``reads`` (a key, or a section: every key in it), in the config's order."""
+    def walk(node, prefix: str):
+        if isinstance(node, DictConfig) and len(node):
+            for child in node:
+                yield from walk(node[child], f"{prefix}{child}.")
+        else:
+            yield prefix.rstrip(".")
+
+    return [k for read in reads for k in walk(OmegaConf.select(cfg, read), read + ".")]
 
 
 def main_guard(main: Callable[[], None]) -> None:
@@ -68,7 +120,7 @@ def main_guard(main: Callable[[], None]) -> None:
         check_interrupted()
     except Interrupted as stop:
         _interrupted(stop)
-    except (DataError, FileNotFoundError, ConfigError, NoLearning, NoAugmentation, Busy, NoSpace) as err:
+    except (DataError, FileNotFoundError, ConfigError, RunError, NoSpace) as err:
         try:
             check_interrupted()             # an error caused by a signal (a torn save) is the signal's
         except Interrupted as stop:
@@ -96,7 +148,7 @@ def stage_script(doc: str, stage_name: str, label: str) -> None:
     training) and so everything after it.
     """
     def main() -> None:
-        args, cfg = parse(stage_parser(doc))
+        args, cfg = parse(stage_parser(doc, [stage_name] if stage_name else WHOLE_CHAIN))
         steps = [step.name for step in chain(cfg)]
         if stage_name and stage_name not in steps:
             raise ConfigError(f"method {cfg.method!r} has no stage {stage_name} "

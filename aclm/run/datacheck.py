@@ -116,8 +116,8 @@ def model_keys(cfg: DictConfig) -> list[str]:
         keys.append("generator.model")
         if cfg.generation.mixner.mode != "off":
             keys.append("generation.mixner.embedder")
-    keys += [f"{section}.model" for section in method.reads if OmegaConf.select(cfg, f"{section}.model")]
-    if "generation.mixner.embedder" in method.reads and cfg.melm.code_mix:   # MELM's code-mixing embeds with it
+    keys += [f"{section}.model" for section in method.keys if OmegaConf.select(cfg, f"{section}.model")]
+    if "generation.mixner.embedder" in method.keys and cfg.melm.code_mix:   # MELM's code-mixing embeds with it
         keys.append("generation.mixner.embedder")
     return keys
 
@@ -206,7 +206,7 @@ def code_mix_problem(cfg: DictConfig) -> str | None:
     """MELM's code-mixing on one language with no other to borrow from: it would run without code-mixing."""
     from aclm.base import registry
 
-    if "melm" not in registry.get(cfg.method).reads or not cfg.melm.code_mix or cfg.melm.code_mix_languages:
+    if "melm" not in registry.get(cfg.method).keys or not cfg.melm.code_mix or cfg.melm.code_mix_languages:
         return None
     if get_spec(cfg.dataset).union:     # a union borrows from its own languages
         return None

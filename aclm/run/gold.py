@@ -131,7 +131,7 @@ def asked_size(cfg: DictConfig) -> int | None:
     return cfg.gold * len(get_spec(cfg.dataset).union or [cfg.dataset]) if isinstance(cfg.gold, int) else None
 
 
-@stage(layout.DATA, reads=DATA_READS, files=dataset_files)
+@stage(layout.DATA, keys=DATA_READS, files=dataset_files)
 def data_stage(c: DictConfig, out: Path) -> dict:
     train, dev = gold_data(c)
     if asked_size(c) not in (None, len(train)):

@@ -36,6 +36,7 @@ from typing import Iterator
 from filelock import FileLock, Timeout
 
 from aclm.base.io import write_json
+from aclm.base.runtime import RunError
 
 log = logging.getLogger("aclm.run.locks")
 LOCKS = ".locks"
@@ -43,7 +44,7 @@ LOCKS = ".locks"
 WAIT_REPORT_S = 60.0
 
 
-class Busy(RuntimeError):
+class Busy(RunError):
     """Another live run holds the folder's lock."""
 
 

@@ -25,7 +25,6 @@ from typing import Iterable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.config import config_hash, load_config, to_dict
-from aclm.base.registry import get
 from aclm.run import layout
 from aclm.run.chain import chain
 from aclm.run.stages import SHARED
@@ -60,9 +59,7 @@ def stage_keys(cfg: DictConfig) -> tuple[set[str], set[str]]:
     """The config keys the setting's shared stages read, and those only the method's own stages read."""
     shared, own = set(), set()
     for step in chain(cfg):
-        reads = step.stage.reads if hasattr(step.stage, "reads") else \
-            ("method", "dataset", "seed", *get(cfg.method).reads)            # a baseline's augment stage
-        (shared if step.name in SHARED else own).update(reads)
+        (shared if step.name in SHARED else own).update(step.config_keys(cfg))
     return shared, own
 
 

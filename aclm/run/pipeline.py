@@ -38,7 +38,6 @@ from aclm.base.runtime import seed_everything, select_device
 from aclm.run import layout, outputs
 from aclm.run.stages import stage
 from aclm.steps.diversity import diversity
-from aclm.steps.keywords import NEEDS_ATTENTION, extract_keywords
 from aclm.steps.postprocess import filter_augmentations
 from aclm.steps.templates import (Piece, dynamic_mask, label_tokens, linearize, pieces_from_json, pieces_to_json,
                                   render, skeleton)
@@ -61,12 +60,14 @@ def gold_tagger(s1: Path):
 
 # --- S2 ----------------------------------------------------------------------------------
 
-@stage(layout.S2, reads=("keywords", "seed"), loads=(layout.S1,))
-def keywords_stage(c: DictConfig, out: Path, data: Path, s1: Path) -> dict:
+@stage(layout.S2, keys=("keywords", "seed"), loads=(layout.S1,))
+def keywords_stage(c: DictConfig, out: Path, data: Path, s1_ner: Path) -> dict:
+    from aclm.steps.keywords import NEEDS_ATTENTION, extract_keywords
+
     device = select_device(c.device)
     model = tokenizer = None
     if c.keywords.selection in NEEDS_ATTENTION:
-        tagger = gold_tagger(s1)
+        tagger = gold_tagger(s1_ner)
         model, tokenizer = tagger.embeddings.model.to(device), tagger.embeddings.tokenizer
     facts = {}
     for split in layout.SPLITS:
@@ -95,12 +96,12 @@ def mask_token_of(model_name: str) -> str:
     return AutoTokenizer.from_pretrained(model_path(model_name)).mask_token
 
 
-@stage(layout.S3, reads=("generator.model", "seed"))
-def templates_stage(c: DictConfig, out: Path, s2: Path) -> dict:
+@stage(layout.S3, keys=("generator.model", "seed"))
+def templates_stage(c: DictConfig, out: Path, s2_keywords: Path) -> dict:
     mask = mask_token_of(c.generator.model)
     for split in layout.SPLITS:
         rows = []
-        for i, r in enumerate(outputs.keyword_rows(s2, split)):
+        for i, r in enumerate(outputs.keyword_rows(s2_keywords, split)):
             pieces = skeleton(TaggedSentence(r["tokens"], r["tags"]), r["keywords"])
             rows.append({"tokens": r["tokens"], "tags": r["tags"], "keywords": r["keywords"],
                          "pieces": pieces_to_json(pieces),
@@ -119,8 +120,8 @@ def skeletons_and_targets(s3: Path, split: str) -> tuple[list[list[Piece]], list
     return [pieces_from_json(r["pieces"]) for r in rows], [r["target"] for r in rows]
 
 
-@stage(layout.S4, reads=("generator", "seed"))
-def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
+@stage(layout.S4, keys=("generator", "seed"))
+def generator_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path) -> dict:
     from aclm.steps.finetuning import finetune
 
     seed_everything(c.seed)
@@ -129,20 +130,21 @@ def generator_stage(c: DictConfig, out: Path, data: Path, s3: Path) -> dict:
     # beside the scratch folder and named like it: a killed run's checkpoints are removed as its orphans
     with tempfile.TemporaryDirectory(prefix=f".{layout.S4}.checkpoints.", suffix=".tmp", dir=out.parent) as checkpoints:
         languages = {split: outputs.sentence_languages(data, split) for split in layout.SPLITS}
-        return finetune(gen_cfg, skeletons_and_targets(s3, "train"), skeletons_and_targets(s3, "dev"), languages,
+        return finetune(gen_cfg, skeletons_and_targets(s3_templates, "train"),
+                        skeletons_and_targets(s3_templates, "dev"), languages,
                         outputs.entity_types(data), out, Path(checkpoints), c.seed, device)
 
 
 # --- S5 ----------------------------------------------------------------------------------
 
-@stage(layout.S5, reads=("generation", "seed"), loads=(layout.S4,))
-def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> dict:
+@stage(layout.S5, keys=("generation", "seed"), loads=(layout.S4,))
+def generate_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path, s4_generator: Path) -> dict:
     from aclm.steps import generation as gen
     from aclm.steps.finetuning import language_code, load_generator
 
     seed_everything(c.seed)
     device = select_device(c.device)
-    rows = outputs.template_rows(s3, "train")
+    rows = outputs.template_rows(s3_templates, "train")
     skeletons = [pieces_from_json(r["pieces"]) for r in rows]
     g = c.generation
     neighbours = [[] for _ in rows]
@@ -152,7 +154,7 @@ def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> 
                                             k, g.mixner.batch_size, device)
     partners = gen.plan_partners(len(rows), neighbours, g.mixner, g.rounds, c.seed)
     langs = outputs.sentence_languages(data, "train")
-    model, tokenizer = load_generator(str(s4), langs[0], device)
+    model, tokenizer = load_generator(str(s4_generator), langs[0], device)
     jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, c.seed)
     types = outputs.entity_types(data)
     codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
@@ -171,27 +173,32 @@ def generate_stage(c: DictConfig, out: Path, data: Path, s3: Path, s4: Path) -> 
 
 # --- a baseline's augment stage ----------------------------------------------------------
 
-def augment_stage(cfg: DictConfig, data: Path, *needed: Path, force: bool = False) -> Path:
+def augment_keys(method: registry.Method) -> tuple[str, ...]:
+    """The config keys a baseline's augment stage reads: the method table's, and what names the run."""
+    return ("method", "dataset", "seed", *method.keys)
+
+
+def augment_stage(cfg: DictConfig, data: Path, needs: tuple[Path, ...] = (), force: bool = False) -> Path:
     """A baseline's one generation stage: its ``augment(cfg, gold)`` from the method table.
 
-    ``needed`` are the S6 directories of the methods it needs (``Method.needs``) that ran: their
+    ``needs`` are the S6 directories of the methods it needs (``Method.needs``) that ran: their
     reports reach the method as ``gold.needs``.
     """
     method = registry.get(cfg.method)
 
-    @stage(layout.AUGMENT, reads=("method", "dataset", "seed", *method.reads), files=method.input_files(),
+    @stage(layout.AUGMENT, keys=augment_keys(method), files=method.input_files(),
            code=method.code_modules())
-    def augment(c: DictConfig, out: Path, data: Path, *needed: Path) -> dict:
+    def augment(c: DictConfig, out: Path, data: Path, needs: tuple[Path, ...]) -> dict:
         seed_everything(c.seed)
         gold = Gold(outputs.gold(data, "train"), outputs.gold(data, "dev"), outputs.entity_types(data),
                     get_spec(c.dataset).language, outputs.sentence_languages(data, "train"),
                     outputs.sentence_languages(data, "dev"), select_device(c.device), out,
-                    {d.parent.name: outputs.augmentation_report(d) for d in needed})
+                    {d.parent.name: outputs.augmentation_report(d) for d in needs})
         rows, counts = method.augmenter()(c, gold)
         write_jsonl(out / layout.GENERATIONS, rows)
         return counts
 
-    return augment(cfg, data, *needed, force=force)
+    return augment(cfg, force=force, data=data, needs=tuple(needs))
 
 
 # --- S6 (shared) -------------------------------------------------------------------------
@@ -208,11 +215,12 @@ def nothing_added(c: DictConfig, kept: int, counts: dict) -> str:
     return message
 
 
-@stage(layout.S6, reads=("method", "postprocess", "ner.eval_batch_size"), loads=(layout.S1,))
-def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *s1: Path) -> dict:
-    """Filter a generation stage's kept rows; write aug.conll, gold+aug.conll and report.json.
+@stage(layout.S6, keys=("method", "postprocess", "ner.eval_batch_size"), loads=(layout.S1,))
+def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, s1_ner: Path | None = None) -> dict:
+    """Filter a generation stage's kept rows (S5's, or a baseline's augment stage's); write aug.conll,
+    gold+aug.conll and report.json.
 
-    ``s1`` (the gold tagger) is passed when the consistency filter is on.
+    ``s1_ner`` (the gold tagger) is passed when the consistency filter is on.
     """
     train = outputs.gold(data, "train")
     rows = [r for r in outputs.generations(generations) if r["status"] == "kept"]
@@ -223,7 +231,7 @@ def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, *
         from aclm.run.tagger import predict_tags
 
         select_device(c.device)
-        tagger = gold_tagger(s1[0])
+        tagger = gold_tagger(s1_ner)
         predict = lambda sents: predict_tags(tagger, sents, c.ner.eval_batch_size)  # noqa: E731
     kept, counts = filter_augmentations(candidates, c.postprocess, predict)
     augmentations = [aug for aug, _ in kept]

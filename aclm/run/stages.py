@@ -5,7 +5,7 @@ renamed into place together with ``_stage.json``, whose fingerprint covers the
 stage's config and its inputs.
 
 * **Config, by construction.**  A stage declares the config keys it reads
-  (``reads``); its code receives a view of the config holding those keys
+  (``keys``); its code receives a view of the config holding those keys
   only (reading any other key raises), and the fingerprint hashes exactly
   that view.  Where files live (``data_dir``, ``run_dir``) and the device are
   in every view and in no fingerprint: inputs are hashed by content instead.
@@ -315,36 +315,45 @@ def _disk_full(err: BaseException, folder: Path) -> bool:
         return False
 
 
+def _directories(value) -> list:
+    """The directories an upstream argument holds: one, a list of them, or a mapping's values."""
+    if isinstance(value, Mapping):
+        return list(value.values())
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 #: The stages every method of a setting shares: built under the setting's lock.
 SHARED = (layout.DATA, layout.S1, layout.S1_EVAL)
 
 
-def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], list[Path]] | None = None,
+def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], list[Path]] | None = None,
           loads: Sequence[str] = (), code: Sequence[str] = (), version: int = 1):
-    """Declare a stage: ``@stage("s2_keywords", reads=("keywords", "seed"))`` over ``build(c, out, *upstream)``.
+    """Declare a stage: ``@stage("s2_keywords", keys=("keywords", "seed"))`` over ``build(c, out, **upstream)``.
 
-    The decorated function is called as ``fn(cfg, *upstream_dirs, force=False)``
-    and returns its output directory.  ``build`` gets the view ``c`` of the
-    keys it ``reads``, the scratch directory and the upstream directories;
+    The decorated function is called as ``fn(cfg, force=False, **upstream)``, each
+    upstream directory under the name of ``build``'s argument for it (a chain
+    names them after the stages they come from: ``s3_templates=...``), and
+    returns its output directory.  ``build`` gets the view ``c`` of the keys it
+    declares (``keys``), the scratch directory and the upstream directories by name;
     ``files(c)`` names raw input files (data, test sets) hashed with them;
     ``loads`` names the upstream stages whose models it opens (see :func:`prune`);
     ``code`` names project modules it reaches only by name (the fingerprint
     covers them with the code ``build`` uses); ``version`` is bumped by hand
     for a change of output the code cannot show.
-    A stage may also take its upstream directories by name, as a mapping
-    (``fn(cfg, chain={"data": ..., "s1_ner": ...})``: the scoring stages), passed on to ``build`` as given.
+    An upstream value may also be a list of directories (a baseline's ``needs``)
+    or a mapping of them (the scoring stages' ``chain``), passed on as given.
     """
     def wrap(build: Callable[..., dict | None]) -> Callable[..., Path]:
         @functools.wraps(build)
-        def run(cfg: DictConfig, *upstream: Path, force: bool = False, **named: Mapping[str, Path]) -> Path:
-            c = view(cfg, reads)
+        def run(cfg: DictConfig, force: bool = False, **upstream) -> Path:
+            c = view(cfg, keys)
             here = RunLayout.of(cfg)
             out = here.stage(name)
-            dirs = [*upstream, *(d for mapping in named.values() for d in mapping.values())]
+            dirs = [Path(d) for value in upstream.values() for d in _directories(value)]
             inputs = [*dirs, *(files(c) if files else [])]
             roots = [here.root, resolve_data_dir(c.data_dir)]
             ran = lambda: run_stage(name, out, hashed(c), inputs,  # noqa: E731
-                                    lambda tmp: build(c, tmp, *upstream, **named), force=force,
+                                    lambda tmp: build(c, tmp, **upstream), force=force,
                                     loads=[d for d in dirs if Path(d).name in loads], roots=roots,
                                     code=code_digests(build, code), version=version)
             if name in SHARED and not _planning.get():
@@ -354,7 +363,7 @@ def stage(name: str, reads: Sequence[str] = (), files: Callable[[DictConfig], li
                 ran()
             return out
 
-        run.reads = tuple(reads)
+        run.config_keys = tuple(keys)
         return run
 
     return wrap

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence
+from aclm.base.runtime import RunError
 
 log = logging.getLogger("aclm.run.tagger")
 LABEL_TYPE = "ner"
@@ -235,7 +236,7 @@ def predict_tags(tagger: SequenceTagger, sentences: Sequence[TaggedSentence], ba
     return [spans_to_bio(s) for s in flair_sentences]
 
 
-class NoLearning(RuntimeError):
+class NoLearning(RunError):
     """The trained tagger learned nothing: dev F1 0, or only ``O`` predicted."""
 
 

@@ -18,7 +18,6 @@ from aclm.base.config import config_hash, to_dict
 from aclm.base.data import DataError, TaggedSentence, check_label_sets
 from aclm.base.datasets import get_spec, load_split
 from aclm.base.io import atomic_write_text, write_json
-from aclm.base.metrics import evaluate_tags
 from aclm.base.runtime import library_versions, seed_everything, select_device
 from aclm.run import layout, outputs
 from aclm.run.gold import test_files, test_names
@@ -42,19 +41,20 @@ def train(c, out: Path, data: Path, sentences: list[TaggedSentence]) -> dict:
             "training": training}
 
 
-@stage(layout.S1, reads=("ner", "seed"))
+@stage(layout.S1, keys=("ner", "seed"))
 def s1_stage(c, out: Path, data: Path) -> dict:
     return train(c, out, data, outputs.gold(data, "train"))
 
 
-@stage(layout.S7, reads=("ner", "seed"))
-def s7_stage(c, out: Path, data: Path, augmented: Path) -> dict:
-    return train(c, out, data, outputs.gold_and_augmentations(augmented))
+@stage(layout.S7, keys=("ner", "seed"))
+def s7_stage(c, out: Path, data: Path, s6_postprocess: Path) -> dict:
+    return train(c, out, data, outputs.gold_and_augmentations(s6_postprocess))
 
 
 def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predictions_file: Path | None
                 ) -> tuple[dict, list[list[str]]]:
     """Scores on ``sentences`` and the predicted tags (with a progress bar when the predictions are kept)."""
+    from aclm.base.metrics import evaluate_tags     # seqeval loads scikit-learn: imported where scores are made
     from aclm.run.tagger import predict_tags
 
     predicted = predict_tags(tagger, sentences, batch_size, progress=predictions_file is not None)
@@ -85,6 +85,7 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     ``chain`` holds every stage run before, by name, in order: their stamps give the config and
     timings recorded, and S6's report (when the chain has one) the augmentation's figures.
     """
+    from aclm.base.metrics import evaluate_tags
     from aclm.run.tagger import load_tagger
 
     select_device(c.device)
@@ -125,13 +126,13 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     return {"f1": main["f1"]}
 
 
-@stage(layout.S1_EVAL, reads=EVAL_READS, files=test_files, loads=(layout.S1,))
+@stage(layout.S1_EVAL, keys=EVAL_READS, files=test_files, loads=(layout.S1,))
 def s1_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
     """Gold-only's scores: the S1 tagger's."""
     return evaluate(c, out, chain[layout.S1], chain)
 
 
-@stage(layout.S7_EVAL, reads=EVAL_READS, files=test_files, loads=(layout.S7,))
+@stage(layout.S7_EVAL, keys=EVAL_READS, files=test_files, loads=(layout.S7,))
 def s7_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
     """A method's scores: the S7 tagger's, trained on gold + its augmentations."""
     return evaluate(c, out, chain[layout.S7], chain)
