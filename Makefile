@@ -41,18 +41,18 @@ help:  ## list every target and what it does (% in a name: a table number, e.g. 
 	@awk -F ':[^#]*## ' '/^[A-Za-z0-9_%.-]+:[^=]*## / {printf "  %-24s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(TINY):
-	$(PYTHON) scripts/build_tiny_models.py --out models/tiny
+	$(PYTHON) tools/build_tiny_models.py --out models/tiny
 
 tiny-models: $(TINY)  ## small random-weight models of the paper's architectures (offline)
 
 # always asked: the script itself rebuilds only when the spec, the seed or the text changed
 $(MINI_GEN): FORCE
-	$(DATA_ENV) $(PYTHON) scripts/pretrain_generator.py --out models/mini
+	$(DATA_ENV) $(PYTHON) tools/pretrain_generator.py --out models/mini
 
 # the tokenizers learn from MultiCoNER en's train text where it is there (realistic sequence lengths)
 $(PAPER_SHAPE):
 	text=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}/multiconer/en/train_full.conll; \
-	$(PYTHON) scripts/build_tiny_models.py --shape paper $$([ -f $$text ] && echo --text $$text)
+	$(PYTHON) tools/build_tiny_models.py --shape paper $$([ -f $$text ] && echo --text $$text)
 
 paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes (6.9 GB, about 1 min)
 
@@ -86,10 +86,10 @@ run: $(METHOD_MODELS)  ## any method of the method table (`scripts/run_method.py
 
 # BENCH_ARGS="profile=mini generator.model=<a mini run's s4_generator>": usable augmentations of a fine-tuned generator
 bench: $(TINY)  ## throughput of S2/S3/retrieval/generation, the released code's approach beside ours, usable per CPU s
-	OMP_NUM_THREADS=1 $(PYTHON) scripts/benchmark.py $(BENCH_ARGS)
+	OMP_NUM_THREADS=1 $(PYTHON) tools/benchmark.py $(BENCH_ARGS)
 
 bench-paper-shape: $(PAPER_SHAPE)  ## one ACLM setting at paper size: time, memory, bytes per stage; Table 1 estimate
-	$(DATA_ENV) $(PYTHON) scripts/stage_costs.py $(ARGS)
+	$(DATA_ENV) $(PYTHON) tools/stage_costs.py $(ARGS)
 
 clean:  ## delete runs/ and the tiny and paper-size models built here (not the mini generator)
 	rm -rf runs models/tiny models/paper_shape
@@ -105,7 +105,7 @@ clean:  ## delete runs/ and the tiny and paper-size models built here (not the m
 # of a setting share S1), each slice gets its own fragment:
 #   CUDA_VISIBLE_DEVICES=0 make reproduce-table1 LANGS=en,bn,hi,de,es &
 #   CUDA_VISIBLE_DEVICES=1 make reproduce-table1 LANGS=ko,nl,ru,tr,zh &
-# GNU parallel / Slurm job arrays: `scripts/grid.py list TABLE --phase N` (see aclm/tables/grid.py).
+# GNU parallel / Slurm job arrays: `scripts/grid.py list TABLE --phase N` (see aclm/experiments/grid.py).
 LANGS   ?=
 SIZES   ?=
 METHODS ?=
@@ -145,10 +145,10 @@ PYTHON_VERSION ?= 3.12
 .PHONY: gpu-check gpu-bundle
 
 gpu-check:  ## on a CUDA machine: CUDA tests, a paper-size setting, batch and -j sweeps (<= 40 min, resumable); DRY=1: CPU dry run
-	$(DATA_ENV) $(PYTHON) scripts/gpu_check.py run $(if $(DRY),--dry-run) $(if $(BUNDLE),--bundle $(BUNDLE))
+	$(DATA_ENV) $(PYTHON) tools/gpu_check.py run $(if $(DRY),--dry-run) $(if $(BUNDLE),--bundle $(BUNDLE))
 
 gpu-bundle:  ## wheels (no torch) and data an offline CUDA node lacks for gpu-check, into gpu-bundle/ (network; <= 64 MiB)
-	$(DATA_ENV) $(PYTHON) scripts/gpu_check.py bundle --python-version $(PYTHON_VERSION) --out gpu-bundle
+	$(DATA_ENV) $(PYTHON) tools/gpu_check.py bundle --python-version $(PYTHON_VERSION) --out gpu-bundle
 
 prune-table%:  ## delete the S1 weights of the table's finished settings (a later run retrains S1)
 	$(PYTHON) scripts/grid.py prune table$* $(GRID_ARGS)

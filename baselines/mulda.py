@@ -30,8 +30,9 @@ from aclm.base.data import TaggedSentence
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
 from aclm.steps.constraints import LabelGrammar, TokenClasses, sampling_arguments
-from aclm.steps.finetuning import best_evaluation, label_words, language_code, load_generator, training_arguments
+from aclm.steps.generator import best_evaluation, language_code, load_generator, training_arguments
 from aclm.steps.generation import decode_keeping_labels
+from aclm.steps.labels import label_words
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
 log = logging.getLogger("baselines.mulda")
@@ -41,7 +42,7 @@ log = logging.getLogger("baselines.mulda")
 def setup(path: str, language: str, tags: Sequence[str], device: torch.device | None = None,
           init_words: Mapping[str, str] | None = None):
     """Load mBART-50 with ``tags`` as whole tokens; a new one starts from its type's words, as ACLM's label
-    tokens do (:func:`aclm.steps.finetuning.label_words`).
+    tokens do (:func:`aclm.steps.generator.label_words`).
 
     They are added as special tokens: those are matched before sentencepiece
     runs and absorb the spaces around them, so a linearized sentence encodes

@@ -18,8 +18,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenize
 from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence
 from aclm.base.tokens import add_tokens
-from aclm.steps.finetuning import type_words
-from aclm.steps.templates import label_tokens, linearize
+from aclm.steps.labels import label_tokens, linearize, type_words
 
 #: The longest input any XLM-R checkpoint takes; a tokenizer may declare less.
 MAX_TOKENS = 512
@@ -105,7 +104,7 @@ def add_markers(model, tokenizer: PreTrainedTokenizerBase, languages: Sequence[s
 def add_melm_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
                           init_words: dict) -> list[str]:
     """Add ``<b-x>``/``<i-x>`` per type, both starting from the words of the type alone, as MELM's paper does
-    (``<b-per>`` and ``<i-per>`` from "person"; ACLM's generator adds a position word, aclm.steps.finetuning)."""
+    (``<b-per>`` and ``<i-per>`` from "person"; ACLM's generator adds a position word, aclm.steps.labels)."""
     tokens = label_tokens(types)
     add_tokens(model, tokenizer, tokens, {t: type_words(t[1:-1].split("-", 1)[1], init_words) for t in tokens})
     return tokens

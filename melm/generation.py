@@ -12,7 +12,7 @@ Tokens are replaced in place, so every sub-token still belongs to the same
 sentence word: a word is rebuilt from its own sub-tokens (joined, whatever
 word-boundary marks the new ones carry) and the sentence keeps its number of
 words and its tag sequence.  The result is still read back through
-:func:`aclm.steps.templates.parse_generation`, which rejects whatever cannot be a
+:func:`aclm.steps.labels.parse_generation`, which rejects whatever cannot be a
 word (an empty one, one that spells a label token).
 """
 
@@ -30,8 +30,8 @@ from transformers import PreTrainedTokenizerBase
 from aclm.base.augmentation import kept_row
 from aclm.base.data import TaggedSentence
 from aclm.steps import screening
+from aclm.steps.labels import linearize, parse_generation
 from aclm.steps.screening import MalformedGeneration
-from aclm.steps.templates import linearize, parse_generation
 from melm.encoding import Encoded, Seed
 
 

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from aclm.tables.grid import SELECTION, GridError, grid_names, load_grid, selected_cells, selection
+from aclm.experiments.grid import SELECTION, GridError, grid_names, load_grid, selected_cells, selection
 from aclm.tables.perplexity import MODES
 from aclm.tables.report import PerplexityCache, build_report, write_report
 

@@ -14,8 +14,8 @@ The cells are chosen by ``key=value`` as a stage script's config:
 ``sizes=``, ``methods=`` and ``seeds=`` (replacing the grid's), each a
 comma-separated list.  ``makefile`` writes the fragment atomically
 (``<run_dir>/<profile>/grids/``) and prints its path.  ``submit`` sends the runs that are not done to Slurm
-(``aclm/tables/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
-``--dry-run`` prints the batch scripts instead.  See ``aclm/tables/grid.py`` for
+(``aclm/experiments/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
+``--dry-run`` prints the batch scripts instead.  See ``aclm/experiments/grid.py`` for
 make and GNU parallel.
 """
 
@@ -27,10 +27,10 @@ import sys
 from pathlib import Path
 
 from aclm.base.runtime import Interrupted, handle_signals
-from aclm.tables.grid import (SELECTION, SLICES, GridError, cell_command, conflicts, expand, fragment_path,
+from aclm.experiments.grid import (SELECTION, SLICES, GridError, cell_command, conflicts, expand, fragment_path,
                               grid_names, load_grid, makefile, parse_slice, prune_finished_s1, run_cell, selected_cells,
                               selection, with_prerequisites, write_makefile)
-from aclm.tables.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
+from aclm.experiments.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
 
 def add_selection(parser: argparse.ArgumentParser) -> None:

@@ -71,7 +71,7 @@ def main() -> None:
     sentences = read_input(args.input)
     if not sentences:
         raise DataError(f"{args.input}: no sentences to tag")
-    from aclm.run.tagger import load_tagger, predict_tags
+    from aclm.steps.tagger import load_tagger, predict_tags
 
     select_device(args.device)
     start = time.perf_counter()

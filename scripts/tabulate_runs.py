@@ -28,7 +28,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from aclm.tables.grid import GridError, grid_names
+from aclm.experiments.grid import GridError, grid_names
 from aclm.tables.report import write_report
 from aclm.tables.tabulate import TabulateError, tabulate
 

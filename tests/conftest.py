@@ -35,7 +35,7 @@ SHARED_DATA = Path(os.environ.get("ACLM_DATA_DIR") or PROJECT_ROOT.parent / "sha
 @pytest.fixture(scope="session")
 def tiny_models() -> Path:
     """Build (or reuse) models/tiny, the folder the tiny profile points at."""
-    from aclm.builders.tiny_models import DEFAULT_OUT_DIR, build_tiny_models
+    from tools.tiny_models import DEFAULT_OUT_DIR, build_tiny_models
 
     build_tiny_models(DEFAULT_OUT_DIR)
     return Path(DEFAULT_OUT_DIR)
@@ -48,7 +48,7 @@ def mini_generator(shared_data) -> Path:
     The first build pretrains it on the WikiNEuRal text of the data folder (about 15 minutes on 2 cores,
     `make mini-generator`); later sessions find its manifest and reuse it.
     """
-    from aclm.builders.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, pretrain_generator
+    from tools.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, pretrain_generator
 
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
         pytest.skip(f"the mini generator's pretraining text (wikineural/*/silver.conllu) is not in {shared_data}")

@@ -32,7 +32,7 @@ from conftest import FAST
 def test_each_stage_digests_the_step_modules_it_uses_and_no_others():
     templates, keywords = "aclm.steps.templates", "aclm.steps.keywords"
     assert templates in provenance.code_digests(pipeline.templates_stage)
-    assert templates in provenance.code_digests(pipeline.generate_stage)
+    assert templates in provenance.code_digests(pipeline.generation_stage)
     assert keywords in provenance.code_digests(pipeline.keywords_stage)
     for earlier in (data_stage, tagging.s1_stage, pipeline.keywords_stage):
         assert templates not in provenance.code_digests(earlier), earlier.__name__
@@ -134,7 +134,7 @@ def test_editing_a_step_module_reruns_its_stage_and_those_after_it_only(tiny_mod
         assert f"{unchanged}: up to date" in second, second[-3000:]
     reasons = dict(re.findall(r"(\w+): running \((.*)\) -> ", second))
     assert reasons["s3_templates"] == "code changed: aclm.steps.templates"
-    for later in ("s4_generator", "s5_generate", "s6_postprocess", "s7_ner", "s7_eval"):
+    for later in ("s4_generator", "s5_generation", "s6_postprocess", "s7_ner", "s7_eval"):
         assert "input changed: " in reasons[later], (later, reasons)
     after = read_json(here.result_path)
     commit = subprocess.run(["git", "-C", str(code), "rev-parse", "HEAD"], capture_output=True, text=True).stdout

@@ -15,7 +15,8 @@ from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.paths import PROJECT_ROOT
 from aclm.steps.constraints import LabelGrammar, TokenClasses, sampling_arguments, template_entities
 from aclm.steps.generation import Job, build_jobs, decode_jobs
-from aclm.steps.templates import label_tokens, parse_generation, skeleton
+from aclm.steps.labels import label_tokens, parse_generation
+from aclm.steps.templates import skeleton
 
 # A toy vocabulary: 0 <s>, 1 <pad>, 2 </s>, 3 <unk>, 4 en_XX, 5 <mask>, 6 "▁", 7 "▁john", 8 "son", 9 "▁went",
 # 10 <b-per>, 11 <i-per>, 12 <b-loc>, 13 <i-loc>, 14 <b-xyz> (a label token of a type the data lacks)
@@ -185,7 +186,7 @@ LABELS_TINY = label_tokens(TYPES)
 
 @pytest.fixture(scope="module")
 def tiny_generator(tiny_models):
-    from aclm.steps.finetuning import add_label_tokens, load_generator
+    from aclm.steps.generator import add_label_tokens, load_generator
 
     model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
     add_label_tokens(model, tokenizer, TYPES, {})

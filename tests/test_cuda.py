@@ -24,12 +24,13 @@ from aclm.base.runtime import select_device
 from aclm.run import layout
 from aclm.run.chain import run_method
 from aclm.run.stages import STAMP
-from aclm.run.tagger import amp
 from aclm.steps.constraints import template_entities
-from aclm.steps.finetuning import add_label_tokens, load_generator, training_arguments
+from aclm.steps.generator import add_label_tokens, load_generator, training_arguments
 from aclm.steps.generation import Job, decode_jobs, nearest_neighbours
 from aclm.steps.keywords import extract_keywords
-from aclm.steps.templates import parse_generation, render, skeleton
+from aclm.steps.labels import parse_generation
+from aclm.steps.tagger import amp
+from aclm.steps.templates import render, skeleton
 
 pytestmark = pytest.mark.cuda
 

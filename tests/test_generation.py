@@ -40,7 +40,7 @@ def test_code_mode_with_fewer_rounds_than_mixed_rounds_mixes_every_round_from_th
 
 
 def test_templates_are_cut_only_at_the_generators_limit_and_counted(tiny_models):
-    from aclm.steps.finetuning import load_generator
+    from aclm.steps.generator import load_generator
     from aclm.steps.generation import input_limit, truncated_jobs
 
     model, tokenizer = load_generator(str(tiny_models / "mbart-large-50"), "en")
@@ -161,7 +161,8 @@ def test_entity_free_and_consistency_filters():
 
 
 def test_label_tokens_start_from_related_words(tiny_models):
-    from aclm.steps.finetuning import add_label_tokens, label_words, load_generator
+    from aclm.steps.generator import add_label_tokens, load_generator
+    from aclm.steps.labels import label_words
 
     assert label_words("b-per", {"PER": "person"}) == "person begin"
     assert label_words("I-CW", {"cw": "creative work"}) == "creative work inside"

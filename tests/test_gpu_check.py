@@ -16,7 +16,7 @@ from aclm.base.paths import PROJECT_ROOT
 pytestmark = pytest.mark.slow
 
 
-SCRIPT = PROJECT_ROOT / "scripts" / "gpu_check.py"
+SCRIPT = PROJECT_ROOT / "tools" / "gpu_check.py"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aclm.tables.grid import (GRID_DIR, Cell, GridError, conflicts, expand, fragment_path, grid_names, load_grid,
+from aclm.experiments.grid import (GRID_DIR, Cell, GridError, conflicts, expand, fragment_path, grid_names, load_grid,
                               makefile, run_cell, with_prerequisites)
 
 CROSS = "test_datasets=[multiconer/hi,multiconer/bn,multiconer/de,multiconer/zh]"
@@ -212,7 +212,7 @@ def test_a_stopped_cell_stops_its_run_and_leaves_no_scratch_folder(tmp_path):
              "        time.sleep(120)\n"
              "main_guard(main)\n")
     run = fake_python(tmp_path, f'exec {sys.executable} -c "$STAGE"')
-    wrapper = ("import sys\nfrom aclm.tables.grid import run_cell\nfrom aclm.base.runtime import Interrupted, "
+    wrapper = ("import sys\nfrom aclm.experiments.grid import run_cell\nfrom aclm.base.runtime import Interrupted, "
                "handle_signals\nhandle_signals()\ntry:\n"
                f"    sys.exit(run_cell({str(cell / 's7_eval' / 'result.json')!r}, [], python={run!r}))\n"
                "except Interrupted as stop:\n    sys.exit(stop.exit_code)\n")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("aclm", "baselines", "melm")   # modules that can be imported, and so be part of a cycle
+PACKAGES = ("aclm", "baselines", "melm", "tools")   # modules that can be imported, and so be part of a cycle
 IMPORTERS = ("scripts",)                   # modules whose imports count, but that nothing imports
 
 
@@ -179,8 +179,8 @@ def test_no_import_cycles():
 
 def test_the_graph_sees_imports_inside_functions_and_scripts():
     graph, where = import_graph()
-    assert "aclm.run.tagger" in graph["aclm.run.tagging"]                # imported inside a function, lazily
-    assert any("inside train" in w for w in where[("aclm.run.tagging", "aclm.run.tagger")])
+    assert "aclm.steps.tagger" in graph["aclm.run.tagging"]                # imported inside a function, lazily
+    assert any("inside train" in w for w in where[("aclm.run.tagging", "aclm.steps.tagger")])
     assert "aclm.run.layout" in graph["aclm.run.chain"]                  # `from aclm.run import layout`
     assert "aclm.run.chain" in graph["scripts.run_method"]
     assert not any(m.startswith("scripts.") for targets in graph.values() for m in targets)
@@ -210,3 +210,36 @@ def test_cycle_finder_sees_a_cycle_closed_inside_a_function(tmp_path):
     graph, where = import_graph(tmp_path)
     assert find_cycles(graph) == [["aclm.base.config", "aclm.base.datasets", "aclm.base.config"]]
     assert "inside validate" in describe(find_cycles(graph)[0], where)
+
+
+#: The layers, lowest first: a module may import its own layer and those below, never one above.  The shared
+#: base; the method's steps (the models it trains among them); the other methods, built on the steps; the run
+#: machinery; running experiments; the tables; the programs (stage scripts and tools).
+LAYERS = (("aclm", "aclm.base"), ("aclm.steps",), ("baselines", "melm"), ("aclm.run",), ("aclm.experiments",),
+          ("aclm.tables",), ("scripts", "tools"))
+
+
+def layer(module: str) -> int:
+    found = [(len(prefix), at) for at, prefixes in enumerate(LAYERS) for prefix in prefixes
+             if module == prefix or module.startswith(prefix + ".")]
+    assert found, f"{module} is in no layer"
+    return max(found)[1]
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    graph, where = import_graph()
+    upward = [f"{a} -> {b}  [{'; '.join(where[(a, b)])}]" for a, targets in sorted(graph.items())
+              for b in sorted(targets) if layer(b) > layer(a)]
+    assert upward == [], "imports of a higher layer:\n" + "\n".join(upward)
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path):
+    for name, text in {"aclm/__init__.py": "", "aclm/steps/__init__.py": "", "aclm/run/__init__.py": "",
+                       "aclm/run/chain.py": "", "aclm/steps/keywords.py": "from aclm.run import chain\n",
+                       "baselines/__init__.py": "", "melm/__init__.py": "", "tools/__init__.py": "",
+                       "scripts/run.py": ""}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph, _ = import_graph(tmp_path)
+    assert [(a, b) for a, ts in graph.items() for b in ts if layer(b) > layer(a)] == [("aclm.steps.keywords",
+                                                                                       "aclm.run.chain")]

@@ -51,7 +51,7 @@ def test_aclm_chain_multiconer_en_100(shared_data, fast, tmp_path):
     result = read_json(result_dir(cfg) / "result.json")
     assert result["method"] == "aclm"
     run = RunLayout.of(cfg)
-    for stage in ("s2_keywords", "s3_templates", "s4_generator", "s5_generate", "s6_postprocess", "s7_ner"):
+    for stage in ("s2_keywords", "s3_templates", "s4_generator", "s5_generation", "s6_postprocess", "s7_ner"):
         assert (run.stage(stage) / "_stage.json").exists(), stage
     keywords = read_json(run.stage("s2_keywords") / "_stage.json")["facts"]["train"]
     assert keywords["with_keywords"] > 0.5 * keywords["sentences"]

@@ -24,7 +24,7 @@ from aclm.base.paths import PROJECT_ROOT
 from aclm.run.layout import RESULT, RunLayout
 from aclm.run.naming import run_config
 from aclm.run.stages import STAMP
-from aclm.run.tagger import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
+from aclm.steps.tagger import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
 
 pytestmark = pytest.mark.slow
 

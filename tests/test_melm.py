@@ -9,13 +9,13 @@ from aclm.base.augmentation import Gold
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, entity_types, read_conll
 from aclm.base.paths import PROJECT_ROOT
-from aclm.builders.tiny_models import build_tiny_models
+from tools.tiny_models import build_tiny_models
+from aclm.steps.labels import label_tokens
 from aclm.steps.screening import MalformedGeneration, zero_counts
-from aclm.steps.templates import label_tokens
 from melm.augment import augment
 from melm.codemix import code_mix, nearest_same_type
-from melm.sources import load_code_mix_pool
 from melm.encoding import Seed, encode, load_mlm, melm_words
+from melm.sources import load_code_mix_pool
 from melm.generation import (Job, entity_mask_share, fill_jobs, mask_positions, plan_jobs, read_all, read_back,
                              screen)
 from melm.training import EntityMaskingCollator, build_trainer, mask_once, training_features

@@ -1,4 +1,4 @@
-"""The mini profile's generator knows language (make mini-generator; aclm/builders/pretraining.py).
+"""The mini profile's generator knows language (make mini-generator; tools/pretraining.py).
 
 S4 fine-tunes it, with the mini profile's settings, on templates of the authors'
 released en-100 sample (the released rule's random keywords, S3's skeletons);
@@ -36,10 +36,12 @@ from conftest import all_threads
 
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, read_conll
-from aclm.steps.finetuning import finetune, language_code, load_generator
+from aclm.steps.generator import finetune, language_code, load_generator
 from aclm.steps.generation import build_jobs, decode_jobs
 from aclm.steps.keywords import select_random_released
-from aclm.steps.templates import MalformedGeneration, label_tokens, linearize, parse_generation, skeleton
+from aclm.steps.labels import label_tokens, linearize, parse_generation
+from aclm.steps.screening import MalformedGeneration
+from aclm.steps.templates import skeleton
 
 pytestmark = pytest.mark.real_weights
 

@@ -7,7 +7,7 @@ from aclm.base.augmentation import Gold
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.paths import PROJECT_ROOT
-from aclm.builders.tiny_models import build_tiny_models
+from tools.tiny_models import build_tiny_models
 from aclm.steps.screening import COUNT_KEYS, zero_counts
 from baselines.mulda import augment, decode, sample, screen, setup, split_output, training_pair
 

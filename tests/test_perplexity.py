@@ -18,7 +18,7 @@ def gpt2(tmp_path_factory) -> str:
     shipped = PROJECT_ROOT / "models" / "tiny" / "gpt2"
     if shipped.exists():
         return str(shipped)
-    from aclm.builders.tiny_models import build_tiny_models
+    from tools.tiny_models import build_tiny_models
 
     out = tmp_path_factory.mktemp("tiny")
     build_tiny_models(out, seed=0)

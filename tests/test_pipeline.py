@@ -11,7 +11,7 @@ from aclm.run import layout
 from aclm.run.chain import result_dir, run_method
 from aclm.run.layout import RunLayout
 from aclm.run.stages import STAMP, pruned_files
-from aclm.tables.grid import PRUNING as GRID_PRUNING
+from aclm.experiments.grid import PRUNING as GRID_PRUNING
 
 STAGE_FILES = {
     layout.S2: ["train.jsonl", "dev.jsonl"],

@@ -1,4 +1,4 @@
-"""The mini generator's pretraining (aclm/builders/pretraining.py): mBART's noise, the batches, determinism, resuming."""
+"""The mini generator's pretraining (tools/pretraining.py): mBART's noise, the batches, determinism, resuming."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import MBart50TokenizerFast
 
-from aclm.builders import pretraining as pt
-from aclm.builders.tiny_models import SPECS, build_mbart50
+from tools import pretraining as pt
+from tools.tiny_models import SPECS, build_mbart50
 
 
 def test_text_infilling_masks_35_percent_of_the_words_in_spans_one_mask_each():
@@ -113,7 +113,7 @@ def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_
     assert not (tmp_path / "b" / pt.MODEL_NAME).exists()               # nothing half-written in place
     checkpoints = tmp_path / "b" / pt.WORK_NAME / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-3", "checkpoint-4"]
-    with caplog.at_level("INFO", logger="aclm.builders.pretraining"):
+    with caplog.at_level("INFO", logger="tools.pretraining"):
         resumed, _ = pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro(), checkpoint_seconds=0)
     assert resumed["resumed_from_step"] == 3 and resumed["steps"] == 6
     assert "removing checkpoint-4: saving it was interrupted" in caplog.text

@@ -25,7 +25,7 @@ from aclm.run import layout
 from aclm.run.chain import result_dir, run_method
 from aclm.run.layout import RunLayout
 from aclm.run.naming import run_config
-from aclm.run.tagger import NoLearning, check_learned, load_tagger
+from aclm.steps.tagger import NoLearning, check_learned, load_tagger
 
 pytestmark = pytest.mark.real_weights
 

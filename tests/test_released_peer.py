@@ -23,9 +23,10 @@ from aclm.base.datasets import load_split
 from aclm.run import pipeline, stages
 from aclm.run.pipeline import augment_stage
 from aclm.steps import generation
+from aclm.steps.labels import linearize
 from aclm.steps.postprocess import filter_augmentations
 from aclm.steps.screening import COUNT_KEYS
-from aclm.steps.templates import Piece, dynamic_mask, join, linearize, render, skeleton
+from aclm.steps.templates import Piece, dynamic_mask, join, render, skeleton
 from baselines.lwtr import ENGLISH_FUNCTION_WORDS, augment
 import released_peer as peer
 
@@ -391,7 +392,7 @@ def stage_config(monkeypatch, run, cfg, **upstream: Path) -> dict:
 
 def test_each_switch_is_in_its_stages_fingerprint(monkeypatch):
     here = Path(".")
-    s5 = stage_config(monkeypatch, pipeline.generate_stage, REFERENCE, data=here, s3_templates=here,
+    s5 = stage_config(monkeypatch, pipeline.generation_stage, REFERENCE, data=here, s3_templates=here,
                       s4_generator=here)["generation"]
     assert (s5["parse"], s5["dedupe"]) == ("released", "raw")
     s2 = stage_config(monkeypatch, pipeline.keywords_stage, REFERENCE, data=here, s1_ner=here)["keywords"]

@@ -12,7 +12,7 @@ from scipy import stats
 
 from aclm.base.paths import PROJECT_ROOT
 from aclm.run.chain import run_method
-from aclm.tables.grid import Cell, expand, load_grid
+from aclm.experiments.grid import Cell, expand, load_grid
 from aclm.tables.report import build_report, entry_text, run_status, write_report
 from conftest import FAST
 
@@ -436,7 +436,7 @@ def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
     assert r"47.75 $\pm$" in (tmp_path / "out" / "f1.tex").read_text()
 
 
-TRAINING = ("flair", "transformers", "aclm.run.chain", "aclm.run.tagger", "aclm.steps.finetuning",
+TRAINING = ("flair", "transformers", "aclm.run.chain", "aclm.steps.tagger", "aclm.steps.generator",
             "aclm.steps.generation")
 
 
@@ -450,8 +450,9 @@ def loaded_in_fresh_python(code: str) -> list[str]:
 
 def test_the_tables_import_no_training_code():
     # a table is read on a login node or laptop: flair and transformers cost seconds and gigabytes there
-    code = ("import importlib, pkgutil, runpy, aclm.tables\n"
-            "for m in pkgutil.iter_modules(aclm.tables.__path__): importlib.import_module(f'aclm.tables.{m.name}')\n"
+    code = ("import importlib, pkgutil, runpy, aclm.tables, aclm.experiments\n"
+            "for p in (aclm.tables, aclm.experiments):\n"
+            "    for m in pkgutil.iter_modules(p.__path__): importlib.import_module(f'{p.__name__}.{m.name}')\n"
             "for s in ('aggregate', 'tabulate_runs', 'grid'): runpy.run_path(f'scripts/{s}.py')")
     assert loaded_in_fresh_python(code) == []
 
@@ -461,5 +462,5 @@ def test_checking_a_finished_run_loads_no_training_library(fast, tmp_path):
     run_method(fast(tmp_path))
     overrides = tuple(o for o in FAST if not o.startswith("profile="))
     cell = f"Cell('tiny', 'sample/en', 'full', 'gold_only', 1, {str(tmp_path)!r}, overrides={overrides!r})"
-    code = f"from aclm.tables.grid import Cell\nassert {cell}.is_done()"
+    code = f"from aclm.experiments.grid import Cell\nassert {cell}.is_done()"
     assert loaded_in_fresh_python(code) == ["aclm.run.chain"]

@@ -30,8 +30,8 @@ from conftest import FAST
 pytestmark = pytest.mark.slow
 
 
-KILLED_IN = ("s1_ner", "s4_generator", "s5_generate", "s7_ner")
-COMPARED = ["s5_generate/generations.jsonl", "s6_postprocess/gold+aug.conll", "s7_eval/predictions/*.conll"]
+KILLED_IN = ("s1_ner", "s4_generator", "s5_generation", "s7_ner")
+COMPARED = ["s5_generation/generations.jsonl", "s6_postprocess/gold+aug.conll", "s7_eval/predictions/*.conll"]
 STAGE_TIMEOUT = 900      # seconds to wait for a stage's scratch folder before giving up
 RUN_TIMEOUT = 1800       # seconds for a whole run
 KILL_AT = 0.5            # how far into a stage to kill it: a share of the uninterrupted run's time for it

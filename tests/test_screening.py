@@ -7,8 +7,8 @@ import pytest
 from aclm.base.config import DAGAConfig
 from aclm.base.data import TaggedSentence
 from aclm.steps import generation as aclm_generation
+from aclm.steps.labels import parse_generation
 from aclm.steps.screening import COUNT_KEYS, REASONS, STATUSES, MalformedGeneration, screen, zero_counts
-from aclm.steps.templates import parse_generation
 from baselines import daga, lwtr, mulda
 from melm import generation as melm_generation
 from melm.encoding import Seed

@@ -14,14 +14,17 @@ from aclm.base.paths import PROJECT_ROOT
 pytestmark = pytest.mark.slow
 
 
-SCRIPTS = sorted((PROJECT_ROOT / "scripts").glob("*.py"))
+#: the stage scripts and user tools (scripts/), and the measurement and model-building tools (tools/)
+SCRIPTS = sorted([*(PROJECT_ROOT / "scripts").glob("*.py"),
+                  *(p for p in (PROJECT_ROOT / "tools").glob("*.py") if '__name__ == "__main__"' in p.read_text())])
 
 
 def test_no_script_shadows_a_module_the_scripts_import():
     """A script's folder comes first on its sys.path: scripts/tabulate.py once replaced the tabulate package."""
     import importlib.util
 
-    shadowed = [s.name for s in SCRIPTS if importlib.util.find_spec(s.stem) is not None]
+    modules = [*SCRIPTS, *(PROJECT_ROOT / "tools").glob("*.py")]
+    shadowed = [s.name for s in modules if s.stem != "__init__" and importlib.util.find_spec(s.stem) is not None]
     assert shadowed == []
 
 

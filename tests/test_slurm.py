@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from aclm.base.paths import PROJECT_ROOT
-from aclm.tables.grid import Cell, expand, load_grid
-from aclm.tables.slurm import Places, id_ranges, load_cluster, plan, plan_jobs, run_label
+from aclm.experiments.grid import Cell, expand, load_grid
+from aclm.experiments.slurm import Places, id_ranges, load_cluster, plan, plan_jobs, run_label
 
 pytestmark = pytest.mark.slurm
 
@@ -233,13 +233,13 @@ def test_table1_slice_on_slurm_equals_makes_and_completes_after_scancel(slurm, s
     wait_for(lambda: not queue(env), 900, "the first submission's jobs to end")
     assert "missing 0" not in (results / "smoke" / "table1.md").read_text()     # built without the cancelled run
 
-    generated = (aclm / "s5_generate" / "_stage.json").stat().st_mtime_ns
+    generated = (aclm / "s5_generation" / "_stage.json").stat().st_mtime_ns
     second = make(*submit, env=env)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "3 runs: 2 done, 1 to run in 1 arrays, then the table" in second.stdout
     assert "table1.aclm " in second.stdout                     # waits for nothing: its S1 is done
     wait_for(lambda: not queue(env), 900, "the second submission's jobs to end")
-    assert (aclm / "s5_generate" / "_stage.json").stat().st_mtime_ns == generated   # resumed after S5
+    assert (aclm / "s5_generation" / "_stage.json").stat().st_mtime_ns == generated   # resumed after S5
     table = (results / "smoke" / "table1.md").read_text()
     assert "missing 0" in table
 

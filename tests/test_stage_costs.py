@@ -1,4 +1,4 @@
-"""scripts/stage_costs.py on the tiny models: every stage costed, weights pruned, a rerun does no work."""
+"""tools/stage_costs.py on the tiny models: every stage costed, weights pruned, a rerun does no work."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def costs(run_dir, out) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "scripts/stage_costs.py", "--json", str(out), *FAST,
+    return subprocess.run([sys.executable, "tools/stage_costs.py", "--json", str(out), *FAST,
                            f"run_dir={run_dir}"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
 
 
@@ -24,7 +24,7 @@ def test_every_stage_is_costed_and_scaled_to_the_paper(tiny_models, tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     figures = json.loads((tmp_path / "costs.json").read_text())
     stages = [r["stage"] for r in figures["stages"]]
-    assert stages == ["data", "s1_ner", "s2_keywords", "s3_templates", "s4_generator", "s5_generate",
+    assert stages == ["data", "s1_ner", "s2_keywords", "s3_templates", "s4_generator", "s5_generation",
                       "s6_postprocess", "s7_ner", "s7_eval"]
     rows = {r["stage"]: r for r in figures["stages"]}
     assert all(r["peak_rss_mb"] > 0 and r["seconds"] >= 0 for r in rows.values())

@@ -7,20 +7,9 @@ import random
 import pytest
 
 from aclm.base.data import TaggedSentence
+from aclm.steps.labels import label_token, label_tokens, linearize, parse_generation, parse_generation_released
 from aclm.steps.screening import REASONS, MalformedGeneration
-from aclm.steps.templates import (
-    Piece,
-    dynamic_mask,
-    keyword_mask_share,
-    join,
-    label_token,
-    label_tokens,
-    linearize,
-    parse_generation,
-    parse_generation_released,
-    render,
-    skeleton,
-)
+from aclm.steps.templates import Piece, dynamic_mask, join, keyword_mask_share, render, skeleton
 
 TYPES = ["PER", "LOC", "GRP", "CORP", "CW", "PROD"]
 

@@ -8,7 +8,7 @@ from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
                           GPT2Config, GPT2LMHeadModel, MBartConfig, MBartForConditionalGeneration, XLMRobertaConfig,
                           XLMRobertaForMaskedLM)
 
-from aclm.builders.tiny_models import (
+from tools.tiny_models import (
     DEFAULT_TEXT_DIR,
     MBART50_LANGUAGE_CODES,
     PAPER_SHAPE_SPECS,

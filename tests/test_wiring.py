@@ -18,7 +18,7 @@ from aclm.run import layout
 from aclm.run.chain import run_method
 from aclm.run.layout import RunLayout
 from aclm.run.stages import STAMP, stage
-from aclm.tables.grid import Cell
+from aclm.experiments.grid import Cell
 from conftest import FAST
 
 

@@ -39,7 +39,7 @@ class Method:
     decoding: str = ""                  # the config section of its sampler's settings (``constrained``)
     title: str = ""                     # its name in tables (default: name)
     generation_cost: float = 1.0        # its generation's cost as a share of ACLM's S4+S5, assumed, not measured
-                                        # (scripts/stage_costs.py's Table 1 estimate)
+                                        # (tools/stage_costs.py's Table 1 estimate)
 
     def __post_init__(self) -> None:
         if self.generation not in GENERATIONS:

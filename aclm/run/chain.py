@@ -43,7 +43,7 @@ from aclm.run.datacheck import preflight
 from aclm.run.gold import data_stage
 from aclm.run.layout import RunLayout
 from aclm.run.locks import folder_lock
-from aclm.run.pipeline import (augment_keys, augment_stage, generate_stage, generator_stage, keywords_stage,
+from aclm.run.pipeline import (augment_keys, augment_stage, generation_stage, generator_stage, keywords_stage,
                                postprocess_stage, templates_stage)
 from aclm.run.stages import Pruned, Stale, in_planning, planning, prune
 from aclm.run.tagging import s1_eval_stage, s1_stage, s7_eval_stage, s7_stage
@@ -106,7 +106,7 @@ def chain(cfg: DictConfig) -> list[Step]:
         own = [Step(layout.S2, keywords_stage, (layout.DATA, layout.S1)),
                Step(layout.S3, templates_stage, (layout.S2,)),
                Step(layout.S4, generator_stage, (layout.DATA, layout.S3)),
-               Step(layout.S5, generate_stage, (layout.DATA, layout.S3, layout.S4),
+               Step(layout.S5, generation_stage, (layout.DATA, layout.S3, layout.S4),
                     frees="" if cfg.storage.keep_models else layout.S4)]
     else:
         own = [Step(layout.AUGMENT, augment_stage, (layout.DATA,), needs=method.needs)]

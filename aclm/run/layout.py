@@ -10,7 +10,7 @@
             s7_eval/           result.json predictions/
 
 ACLM's own stages are ``s2_keywords``, ``s3_templates``, ``s4_generator`` and
-``s5_generate``; every other augmentation method has one, ``augment``.  A
+``s5_generation``; every other augmentation method has one, ``augment``.  A
 sweep point (``variant``) gets a method directory of its own beside the
 method's and shares the setting's gold data and S1; a setting whose gold
 sample or S1 differs from the profile's (``setting_variant``) gets a setting
@@ -28,7 +28,7 @@ from aclm.base.datasets import run_name
 
 DATA = "data"
 S1, S1_EVAL = "s1_ner", "s1_eval"
-S2, S3, S4, S5 = "s2_keywords", "s3_templates", "s4_generator", "s5_generate"
+S2, S3, S4, S5 = "s2_keywords", "s3_templates", "s4_generator", "s5_generation"
 AUGMENT = "augment"
 S6 = "s6_postprocess"
 S7, S7_EVAL = "s7_ner", "s7_eval"

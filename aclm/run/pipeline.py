@@ -7,7 +7,7 @@ method's chain, which calls them in order, is :mod:`aclm.run.chain`.
     s2_keywords/     train.jsonl dev.jsonl  (keywords + attention scores)
     s3_templates/    train.jsonl dev.jsonl  (skeletons, a sample template each)
     s4_generator/    the fine-tuned mBART-50 (from_pretrained folder)
-    s5_generate/     generations.jsonl      (template, output, parse status)
+    s5_generation/     generations.jsonl      (template, output, parse status)
     augment/         generations.jsonl      (a baseline's, from its ``augment(cfg, gold)``)
     s6_postprocess/  aug.conll gold+aug.conll report.json
 
@@ -21,9 +21,7 @@ chain is planned (the grids, the tables) without them.
 from __future__ import annotations
 
 import logging
-import random
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -39,8 +37,7 @@ from aclm.run import layout, outputs
 from aclm.run.stages import stage
 from aclm.steps.diversity import diversity
 from aclm.steps.postprocess import filter_augmentations
-from aclm.steps.templates import (Piece, dynamic_mask, label_tokens, linearize, pieces_from_json, pieces_to_json,
-                                  render, skeleton)
+from aclm.steps.templates import Piece, pieces_from_json, templates_of_split
 
 log = logging.getLogger("aclm.run.pipeline")
 
@@ -53,7 +50,7 @@ def generator_view(sentences: list[TaggedSentence], split_commas: bool) -> list[
 
 def gold_tagger(s1: Path):
     """The S1 tagger, loaded (S2 reads its encoder's attention; S6's consistency filter, its predictions)."""
-    from aclm.run.tagger import load_tagger
+    from aclm.steps.tagger import load_tagger
 
     return load_tagger(outputs.tagger_model(s1))
 
@@ -62,7 +59,7 @@ def gold_tagger(s1: Path):
 
 @stage(layout.S2, keys=("keywords", "seed"), loads=(layout.S1,))
 def keywords_stage(c: DictConfig, out: Path, data: Path, s1_ner: Path) -> dict:
-    from aclm.steps.keywords import NEEDS_ATTENTION, extract_keywords
+    from aclm.steps.keywords import NEEDS_ATTENTION, keywords_of_split
 
     device = select_device(c.device)
     model = tokenizer = None
@@ -72,16 +69,8 @@ def keywords_stage(c: DictConfig, out: Path, data: Path, s1_ner: Path) -> dict:
     facts = {}
     for split in layout.SPLITS:
         sentences = generator_view(outputs.gold(data, split), c.keywords.split_commas)
-        langs = outputs.sentence_languages(data, split)
-        records: list[dict] = [{} for _ in sentences]
-        counts: Counter = Counter()
-        for lang in sorted(set(langs)):  # stop words are per language
-            index = [i for i, sentence_lang in enumerate(langs) if sentence_lang == lang]
-            _, found, found_counts = extract_keywords(model, tokenizer, [sentences[i] for i in index],
-                                                      c.keywords, lang, device, c.seed)
-            for i, record in zip(index, found):
-                records[i] = record
-            counts.update(found_counts)
+        records, counts = keywords_of_split(model, tokenizer, sentences, outputs.sentence_languages(data, split),
+                                            c.keywords, device, c.seed)
         write_jsonl(out / layout.rows_file(split), [{"tokens": s.tokens, "tags": s.tags, **r}
                                              for s, r in zip(sentences, records)])
         facts[split] = dict(counts)
@@ -100,15 +89,8 @@ def mask_token_of(model_name: str) -> str:
 def templates_stage(c: DictConfig, out: Path, s2_keywords: Path) -> dict:
     mask = mask_token_of(c.generator.model)
     for split in layout.SPLITS:
-        rows = []
-        for i, r in enumerate(outputs.keyword_rows(s2_keywords, split)):
-            pieces = skeleton(TaggedSentence(r["tokens"], r["tags"]), r["keywords"])
-            rows.append({"tokens": r["tokens"], "tags": r["tags"], "keywords": r["keywords"],
-                         "pieces": pieces_to_json(pieces),
-                         "target": " ".join(linearize(r["tokens"], r["tags"])),
-                         "template": render(pieces, mask),
-                         "example": render(dynamic_mask(pieces, random.Random(f"{c.seed}:example:{i}")), mask)})
-        write_jsonl(out / layout.rows_file(split), rows)
+        write_jsonl(out / layout.rows_file(split), templates_of_split(outputs.keyword_rows(s2_keywords, split),
+                                                                     mask, c.seed))
     return {"mask_token": mask}
 
 
@@ -122,7 +104,7 @@ def skeletons_and_targets(s3: Path, split: str) -> tuple[list[list[Piece]], list
 
 @stage(layout.S4, keys=("generator", "seed"))
 def generator_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path) -> dict:
-    from aclm.steps.finetuning import finetune
+    from aclm.steps.generator import finetune
 
     seed_everything(c.seed)
     device = select_device(c.device)
@@ -138,36 +120,19 @@ def generator_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path) ->
 # --- S5 ----------------------------------------------------------------------------------
 
 @stage(layout.S5, keys=("generation", "seed"), loads=(layout.S4,))
-def generate_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path, s4_generator: Path) -> dict:
-    from aclm.steps import generation as gen
-    from aclm.steps.finetuning import language_code, load_generator
+def generation_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path, s4_generator: Path) -> dict:
+    from aclm.steps.generator import load_generator
+    from aclm.steps.generation import generate_split
 
     seed_everything(c.seed)
     device = select_device(c.device)
     rows = outputs.template_rows(s3_templates, "train")
-    skeletons = [pieces_from_json(r["pieces"]) for r in rows]
-    g = c.generation
-    neighbours = [[] for _ in rows]
-    if g.mixner.mode != "off":
-        k = max(g.mixner.retrieval_k, g.mixner.code_mixed_rounds)
-        neighbours = gen.nearest_neighbours([" ".join(r["tokens"]) for r in rows], model_path(g.mixner.embedder),
-                                            k, g.mixner.batch_size, device)
-    partners = gen.plan_partners(len(rows), neighbours, g.mixner, g.rounds, c.seed)
-    langs = outputs.sentence_languages(data, "train")
-    model, tokenizer = load_generator(str(s4_generator), langs[0], device)
-    jobs = gen.build_jobs(skeletons, partners, tokenizer.mask_token, c.seed)
-    types = outputs.entity_types(data)
-    codes = {lang: language_code(tokenizer, lang) for lang in set(langs)}
-    decoded = gen.decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
-                              [codes[langs[job.source]] for job in jobs], c.seed, device)
-    screened, counts = gen.screen(jobs, decoded, types, g.parse, g.dedupe)
-    truncated = gen.truncated_jobs(tokenizer, jobs, gen.input_limit(model, tokenizer))
-    if truncated:
-        log.warning("%d of %d templates were longer than the generator accepts and were cut",
-                    len(truncated), len(jobs))
+    languages = outputs.sentence_languages(data, "train")
+    embedder = model_path(c.generation.mixner.embedder) if c.generation.mixner.mode != "off" else None
+    screened, counts = generate_split(lambda: load_generator(str(s4_generator), languages[0], device),
+                                      [pieces_from_json(r["pieces"]) for r in rows], [r["tokens"] for r in rows],
+                                      languages, outputs.entity_types(data), c.generation, embedder, c.seed, device)
     write_jsonl(out / layout.GENERATIONS, screened)
-    counts["mixed"] = sum(j.partner is not None for j in jobs)
-    counts["truncated_inputs"] = len(truncated)
     return counts
 
 
@@ -228,7 +193,7 @@ def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, s
                   for r in rows]
     predict = None
     if c.postprocess.consistency_filter:
-        from aclm.run.tagger import predict_tags
+        from aclm.steps.tagger import predict_tags
 
         select_device(c.device)
         tagger = gold_tagger(s1_ner)

@@ -2,7 +2,7 @@
 
 Each is a declared stage (:func:`aclm.run.stages.stage`).  Training and
 scoring are separate stages, so a new or edited test set re-scores without
-re-training.  flair (:mod:`aclm.run.tagger`) is imported where a tagger
+re-training.  flair (:mod:`aclm.steps.tagger`) is imported where a tagger
 trains or predicts, not with this module: a chain is planned (the grids, the
 tables) without it.
 """
@@ -27,7 +27,7 @@ from aclm.run.stages import stage, stamp
 
 def train(c, out: Path, data: Path, sentences: list[TaggedSentence]) -> dict:
     """Train on ``sentences`` (dev from the data stage); fail when the tagger learned nothing."""
-    from aclm.run.tagger import check_learned, load_tagger, train_tagger
+    from aclm.steps.tagger import check_learned, load_tagger, train_tagger
 
     seed_everything(c.seed)
     select_device(c.device)
@@ -55,7 +55,7 @@ def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predic
                 ) -> tuple[dict, list[list[str]]]:
     """Scores on ``sentences`` and the predicted tags (with a progress bar when the predictions are kept)."""
     from aclm.base.metrics import evaluate_tags     # seqeval loads scikit-learn: imported where scores are made
-    from aclm.run.tagger import predict_tags
+    from aclm.steps.tagger import predict_tags
 
     predicted = predict_tags(tagger, sentences, batch_size, progress=predictions_file is not None)
     if predictions_file is not None:
@@ -86,7 +86,7 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     timings recorded, and S6's report (when the chain has one) the augmentation's figures.
     """
     from aclm.base.metrics import evaluate_tags
-    from aclm.run.tagger import load_tagger
+    from aclm.steps.tagger import load_tagger
 
     select_device(c.device)
     tests = {name: load_split(name, "test", c.data_dir) for name in test_names(c)}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -30,7 +30,9 @@ from tqdm.auto import tqdm
 from aclm.base.augmentation import GenerationRow
 from aclm.steps import screening
 from aclm.steps.constraints import MBART_PROMPT, LabelGrammar, TokenClasses, sampling_arguments, template_entities
-from aclm.steps.templates import PARSERS, Piece, dynamic_mask, join, render
+from aclm.steps.generator import language_code
+from aclm.steps.labels import PARSERS, label_tokens
+from aclm.steps.templates import Piece, dynamic_mask, join, render
 
 log = logging.getLogger("aclm.steps.generation")
 
@@ -182,7 +184,7 @@ def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str
     """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
 
     ``parse`` names the reading (``generation.parse``: a key of
-    :data:`aclm.steps.templates.PARSERS`), ``dedupe`` what a repeat is
+    :data:`aclm.steps.labels.PARSERS`), ``dedupe`` what a repeat is
     (``generation.dedupe``: ``parsed`` words and tags, or the ``raw`` text as
     the released script compares).  The shared :func:`aclm.steps.screening.screen`
     decides and counts; copies of the source are left to S6.  Rows keep the
@@ -201,3 +203,32 @@ def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str
         row["sources"] = [job.source] + ([job.partner] if job.partner is not None else [])
         rows.append(row)
     return rows, counts
+
+
+def generate_split(load_generator: Callable[[], tuple], skeletons: Sequence[Sequence[Piece]],
+                   tokens: Sequence[Sequence[str]], languages: Sequence[str], types: Sequence[str], g: DictConfig,
+                   embedder: str | None, seed: int, device) -> tuple[list[GenerationRow], dict]:
+    """S5 over the training split: mixner's partners from the nearest sentences (``embedder``; None: mixner
+    off), R rounds of dynamic masks decoded by the fine-tuned generator, each generation screened.
+
+    ``load_generator`` gives the model and its tokenizer; it is called once the partners are planned, so
+    the retrieval model and the generator are not held at once.
+    """
+    neighbours: list[list[int]] = [[] for _ in skeletons]
+    if embedder is not None:
+        k = max(g.mixner.retrieval_k, g.mixner.code_mixed_rounds)
+        neighbours = nearest_neighbours([" ".join(t) for t in tokens], embedder, k, g.mixner.batch_size, device)
+    partners = plan_partners(len(skeletons), neighbours, g.mixner, g.rounds, seed)
+    model, tokenizer = load_generator()
+    jobs = build_jobs(skeletons, partners, tokenizer.mask_token, seed)
+    codes = {language: language_code(tokenizer, language) for language in set(languages)}
+    decoded = decode_jobs(model, tokenizer, jobs, g, label_tokens(types), [codes[languages[job.source]] for job in jobs],
+                          seed, device)
+    screened, counts = screen(jobs, decoded, types, g.parse, g.dedupe)
+    truncated = truncated_jobs(tokenizer, jobs, input_limit(model, tokenizer))
+    if truncated:
+        log.warning("%d of %d templates were longer than the generator accepts and were cut", len(truncated),
+                    len(jobs))
+    counts["mixed"] = sum(job.partner is not None for job in jobs)
+    counts["truncated_inputs"] = len(truncated)
+    return screened, counts

@@ -359,3 +359,22 @@ def extract_keywords(model, tokenizer, sentences: Sequence[TaggedSentence], cfg:
                "keywords": sum(len(r["keywords"]) for r in records)}
     summary.update({key: counts[key] for key in ("no_entity", "too_long", "failed")})
     return [r["keywords"] for r in records], records, summary
+
+
+def keywords_of_split(model, tokenizer, sentences: Sequence[TaggedSentence], languages: Sequence[str],
+                      cfg: KeywordConfig, device, seed: int) -> tuple[list[dict], Counter]:
+    """S2 over a whole split: an inspection record per sentence (its keywords among them) and the counts.
+
+    A split may mix languages (the multilingual setting): each language's sentences are chosen from with
+    that language's stop words.
+    """
+    records: list[dict] = [{} for _ in sentences]
+    counts: Counter = Counter()
+    for language in sorted(set(languages)):
+        index = [i for i, sentence_language in enumerate(languages) if sentence_language == language]
+        _, found, found_counts = extract_keywords(model, tokenizer, [sentences[i] for i in index], cfg, language,
+                                                  device, seed)
+        for i, record in zip(index, found):
+            records[i] = record
+        counts.update(found_counts)
+    return records, counts

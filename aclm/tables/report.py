@@ -46,7 +46,7 @@ from aclm.base.registry import METHODS
 from aclm.run import outputs
 from aclm.run.layout import GOLD_ONLY
 from aclm.run.stages import STAMP
-from aclm.tables.grid import Cell, Gold, Grid, failure
+from aclm.experiments.grid import Cell, Gold, Grid, failure
 from aclm.tables.perplexity import perplexity
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
@@ -56,7 +56,7 @@ ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "di
 
 
 class Run(Protocol):
-    """What a table reads of one run: a grid's :class:`~aclm.tables.grid.Cell`, or a run found on disk."""
+    """What a table reads of one run: a grid's :class:`~aclm.experiments.grid.Cell`, or a run found on disk."""
 
     method: str
     dataset: str

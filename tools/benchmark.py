@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Throughput of the ACLM stages on this machine, and the released code's approach beside ours.
 
-    make bench                                   # = python scripts/benchmark.py (tiny models)
-    python scripts/benchmark.py profile=paper_shape --sentences 200 --compare 8
-    python scripts/benchmark.py device=cuda ner.model=xlm-roberta-large generator.model=facebook/mbart-large-50 \\
+    make bench                                   # = python tools/benchmark.py (tiny models)
+    python tools/benchmark.py profile=paper_shape --sentences 200 --compare 8
+    python tools/benchmark.py device=cuda ner.model=xlm-roberta-large generator.model=facebook/mbart-large-50 \\
         generation.mixner.embedder=sentence-transformers/distiluse-base-multilingual-cased-v2
 
 Prints sentences per second for keyword extraction (S2), template building
@@ -51,11 +51,12 @@ from aclm.base.config import load_config, model_path
 from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.datasets import load_split
 from aclm.steps.constraints import MODES, LabelGrammar
-from aclm.steps.finetuning import add_label_tokens, language_code, load_generator
+from aclm.steps.generator import add_label_tokens, language_code, load_generator
 from aclm.steps.generation import Job, decode_jobs, decode_keeping_labels, nearest_neighbours
 from aclm.steps.keywords import extract_keywords
+from aclm.steps.labels import PARSERS, label_tokens, parse_generation
 from aclm.steps.screening import MalformedGeneration
-from aclm.steps.templates import PARSERS, dynamic_mask, label_tokens, parse_generation, render, skeleton
+from aclm.steps.templates import dynamic_mask, render, skeleton
 
 FULL_RETRIEVAL = 15_000
 

@@ -2,8 +2,8 @@
 """What one ACLM setting costs, stage by stage, and what the paper's Table 1 would.
 
     make bench-paper-shape                # the paper-size stand-ins on this machine (builds them first)
-    python scripts/stage_costs.py profile=paper_shape device=cuda generator.epochs=10 ner.epochs=100
-    python scripts/stage_costs.py --fresh --json costs.json profile=mini
+    python tools/stage_costs.py profile=paper_shape device=cuda generator.epochs=10 ner.epochs=100
+    python tools/stage_costs.py --fresh --json costs.json profile=mini
 
 Runs (or reuses) one ACLM setting with the given profile (paper_shape by default:
 random weights at the paper's model sizes, the paper's batch sizes and R, one
@@ -33,7 +33,7 @@ from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
 from aclm.run.layout import RunLayout
 from aclm.run.stages import facts, pruned_files, stamp
-from aclm.tables.grid import PRUNING, expand, load_grid
+from aclm.experiments.grid import PRUNING, expand, load_grid
 
 A100_BF16_FLOPS = 312e12           # dense bf16 peak of the paper's GPU (NVIDIA A100)
 

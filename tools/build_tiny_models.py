@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Build tiny random-weight versions of the models the paper uses, offline.
 
-    python scripts/build_tiny_models.py [--out models/tiny] [--text FILE_OR_DIR ...] [--seed 0] [--force]
-    python scripts/build_tiny_models.py --shape paper      # full-size stand-ins in models/paper_shape (6.9 GB)
+    python tools/build_tiny_models.py [--out models/tiny] [--text FILE_OR_DIR ...] [--seed 0] [--force]
+    python tools/build_tiny_models.py --shape paper      # full-size stand-ins in models/paper_shape (6.9 GB)
 
 There is no model hub to download XLM-RoBERTa, mBART-50, Sentence-BERT or GPT-2
 from here. The demo, the tests and CI instead use small models with the same
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from aclm.base.paths import PROJECT_ROOT
-from aclm.builders.tiny_models import DEFAULT_OUT_DIR, DEFAULT_TEXT_DIR, SHAPES, build_tiny_models
+from tools.tiny_models import DEFAULT_OUT_DIR, DEFAULT_TEXT_DIR, SHAPES, build_tiny_models
 from aclm.run.cli import main_guard
 
 OUT_DIRS = {"tiny": DEFAULT_OUT_DIR, "paper": PROJECT_ROOT / "models" / "paper_shape"}

@@ -1,14 +1,14 @@
 """A small mBART-50 pretrained here, with mBART's own denoising objective, on public text.
 
 No pretrained seq2seq model installs without a model hub, and the random tiny
-mBART-50 of :mod:`aclm.builders.tiny_models` writes noise, so S4-S6 never see real
+mBART-50 of :mod:`tools.tiny_models` writes noise, so S4-S6 never see real
 output offline.  This module builds one that knows some language:
 
 * the architecture and tokenizer class of facebook/mbart-large-50
   (``MBartForConditionalGeneration``, ``MBart50TokenizerFast`` with the 52
   language codes after the pieces and ``<mask>`` last), only smaller
   (:data:`SPEC`), with its own SentencePiece vocabulary trained on the text
-  (the tokenizer helpers of :mod:`aclm.builders.tiny_models`).  Weights start at
+  (the tokenizer helpers of :mod:`tools.tiny_models`).  Weights start at
   fairseq's scale (std d_model^-0.5, not Hugging Face's 0.02) and both learned
   position tables from one sinusoidal table: with Hugging Face's defaults the
   model had not learned to copy the unmasked words after the same budget;
@@ -66,9 +66,9 @@ from aclm.base.io import atomic_dir, read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.progress import show_progress
 from aclm.base.runtime import Interrupted
-from aclm.builders.tiny_models import _n_params, _special_ids, train_mbart50_tokenizer
+from tools.tiny_models import _n_params, _special_ids, train_mbart50_tokenizer
 
-log = logging.getLogger("aclm.builders.pretraining")
+log = logging.getLogger("tools.pretraining")
 
 DEFAULT_OUT_DIR = PROJECT_ROOT / "models" / "mini"
 MODEL_NAME = "mbart-large-50"
@@ -132,7 +132,7 @@ FORMER_TRAIN_KEYS = {"save_steps": 200}
 
 def mbart_code(language: str) -> str:
     """``en`` -> ``en_XX``: the mBART-50 code of an ISO 639-1 language."""
-    from aclm.builders.tiny_models import MBART50_LANGUAGE_CODES
+    from tools.tiny_models import MBART50_LANGUAGE_CODES
 
     codes = [c for c in MBART50_LANGUAGE_CODES if c.split("_")[0] == language]
     if not codes:

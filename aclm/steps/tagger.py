@@ -37,7 +37,7 @@ from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence
 from aclm.base.runtime import RunError
 
-log = logging.getLogger("aclm.run.tagger")
+log = logging.getLogger("aclm.steps.tagger")
 LABEL_TYPE = "ner"
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 

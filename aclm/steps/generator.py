@@ -22,9 +22,10 @@ from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForS
 
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
-from aclm.steps.templates import Piece, dynamic_mask, label_tokens, render
+from aclm.steps.labels import label_tokens, label_words
+from aclm.steps.templates import Piece, dynamic_mask, render
 
-log = logging.getLogger("aclm.steps.finetuning")
+log = logging.getLogger("aclm.steps.generator")
 
 
 def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
@@ -33,21 +34,6 @@ def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
     if not codes:
         raise ValueError(f"the generator's tokenizer has no language code for {language!r}")
     return codes[0]
-
-
-#: A word added to a label token's init words, so that ``<b-x>`` and ``<i-x>`` start apart.
-POSITION_WORDS = {"b": "begin", "i": "inside"}
-
-
-def type_words(etype: str, init_words: Mapping[str, str]) -> str:
-    """``PER`` or ``per`` -> ``person``: the words naming a type in ``init_words`` (any case), else its own name."""
-    return {k.lower(): v for k, v in init_words.items()}.get(etype.lower(), etype.lower())
-
-
-def label_words(tag: str, init_words: Mapping[str, str]) -> str:
-    """``B-PER`` or ``b-per`` -> ``person begin``: the words a token standing for that tag starts from."""
-    prefix, etype = tag.split("-", 1)
-    return f"{type_words(etype, init_words)} {POSITION_WORDS[prefix.lower()]}"
 
 
 def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],

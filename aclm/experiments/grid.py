@@ -28,7 +28,7 @@ which writes ``failed.json`` beside the missing result when a run fails):
         python scripts/grid.py list table1 profile=paper --phase $phase | parallel -j 4 || break
       done
 
-* Slurm (``make submit-table1``; :mod:`aclm.tables.slurm`, docs/cluster.md)::
+* Slurm (``make submit-table1``; :mod:`aclm.experiments.slurm`, docs/cluster.md)::
 
       python scripts/grid.py submit table1 profile=paper --slurm [--dry-run]
 

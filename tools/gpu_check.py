@@ -1,23 +1,24 @@
 #!/usr/bin/env python
 """What this project does on a CUDA machine, measured in resumable steps: make gpu-check.
 
-    make gpu-check                        # = python scripts/gpu_check.py run   (<= 40 min on one GPU)
+    make gpu-check                        # = python tools/gpu_check.py run   (<= 40 min on one GPU)
     make gpu-check DRY=1                  # the CPU dry mode: tiny models, every step, no GPU figure at all
     make gpu-bundle PYTHON_VERSION=3.12   # wheels + data an offline node lacks, into gpu-bundle/ (<= 64 MiB)
-    python3 scripts/gpu_check.py run --bundle gpu-bundle    # on that node: installs the bundle first
+    python3 tools/gpu_check.py run --bundle gpu-bundle    # on that node: installs the bundle first
 
 Steps, each a process stopped (SIGTERM) after 10 minutes: the CUDA tests
 (``pytest -m cuda``); the paper-size stand-in models; one ACLM setting of the
 paper_shape profile at paper size (multiconer/en, 100 gold, seed 1; the
 paper's R = 5, generator epochs and full dev set, ``--ner-epochs`` of the
 tagger's 100) in four steps, per-stage time and CUDA peak memory from the
-stage stamps, extrapolated by scripts/stage_costs.py; generation throughput
+stage stamps, extrapolated by tools/stage_costs.py; generation throughput
 per batch size; and 1, 2 and 4 Gold-only runs at once on the GPU (what
 ``make -j`` packs).  Each step's record is ``<state>/steps/<step>.json``: a
 step that finished is skipped when the check runs again (with the same
 settings), one cut off or failed runs again and resumes after the stages it
-finished.  The results go to docs/gpu-check.json and the results section of
-docs/gpu-check.md; the dry mode writes them to ``<state>`` only.
+finished.  The results go to results/gpu-check/ (gpu-check.json and a
+Markdown summary; docs/gpu-check.md quotes the committed figures); the dry
+mode writes them to ``<state>`` only.
 
 Only the standard library is imported at the top: on an offline node flair
 and the project's transformers come from the bundle, which the first step
@@ -44,8 +45,7 @@ from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP_LIMIT = 600                      # seconds: no step may run longer
-DOCS = ROOT / "docs"
-RESULTS_BEGIN, RESULTS_END = "<!-- gpu-check results -->", "<!-- /gpu-check results -->"
+RESULTS = ROOT / "results" / "gpu-check"     # a CUDA run's figures; docs/gpu-check.md quotes the committed ones
 PAPER_PIPELINE_MIN = 40               # the paper: about 40 min per ACLM pipeline on one A100
 PAPER_NER_EPOCHS = 100
 
@@ -110,7 +110,9 @@ class Check:
     python: str
 
     def script(self, name: str, *args: str) -> list[str]:
-        return [self.python, str(ROOT / "scripts" / name), *args]
+        """The command running one of the project's scripts (a stage script, or a tool beside this one)."""
+        path = next(p for p in (ROOT / "scripts" / name, ROOT / "tools" / name) if p.exists())
+        return [self.python, str(path), *args]
 
     def figures(self, name: str) -> Path:
         return self.state / "figures" / name
@@ -239,9 +241,13 @@ def run_step(step: Step, check: Check, limit: Optional[float] = None) -> dict:
 
 
 def write_json(path: Path, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    tmp.write_text(text)
     tmp.replace(path)
 
 
@@ -285,10 +291,10 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
 
     from aclm.base.config import load_config
     from aclm.steps.constraints import template_entities
-    from aclm.steps.finetuning import add_label_tokens, load_generator
+    from aclm.steps.generator import add_label_tokens, load_generator
     from aclm.steps.generation import Job, decode_jobs
+    from aclm.steps.labels import parse_generation
     from aclm.steps.screening import MalformedGeneration
-    from aclm.steps.templates import parse_generation
 
     cfg = load_config(overrides)
     device = torch.device(cfg.device)
@@ -559,7 +565,7 @@ def pipeline_lines(records: dict, mode: Mode) -> list[str]:
     lines = ["", f"### One ACLM setting ({mode.profile}: {costs['dataset']}, gold {costs['gold']}, seed 1)", "",
              f"Here: tagger {epochs.get('ner.epochs')} epochs (paper {PAPER_NER_EPOCHS}), generator "
              f"{epochs.get('generator.epochs')} (paper 10), R = {epochs.get('generation.rounds')} (paper 5); "
-             "scripts/stage_costs.py scales each stage to the paper's settings.", "",
+             "tools/stage_costs.py scales each stage to the paper's settings.", "",
              "| stage | seconds | CUDA peak MB | peak RSS MB | at the paper's settings (s) |", "|---|---|---|---|---|"]
     lines += [f"| {r['stage']} | {r['seconds']:.1f} | {fmt(r.get('cuda_peak_mb'))} | {fmt(r.get('peak_rss_mb'))} | "
               f"{r['paper_seconds']:.0f} |" for r in costs["stages"]]
@@ -603,15 +609,11 @@ def markdown(records: dict, mode: Mode) -> str:
                       *throughput_lines(records, mode)]) + "\n"
 
 
-def write_results(records: dict, mode: Mode, out: Path, doc: Path) -> None:
-    """The records as JSON, the summary as Markdown: in ``doc`` between the results markers, else a file of its own."""
-    write_json(out, {"mode": mode.name, "steps": records})
-    text = markdown(records, mode)
-    if doc.exists() and RESULTS_BEGIN in doc.read_text():
-        head, rest = doc.read_text().split(RESULTS_BEGIN, 1)
-        text = f"{head}{RESULTS_BEGIN}\n{text}{RESULTS_END}{rest.split(RESULTS_END, 1)[1]}"
-    doc.write_text(text)
-    print(f"wrote {out} and {doc}")
+def write_results(records: dict, mode: Mode, folder: Path) -> None:
+    """The records as JSON and the summary as Markdown, in ``folder``."""
+    write_json(folder / "gpu-check.json", {"mode": mode.name, "steps": records})
+    write_text(folder / "gpu-check.md", markdown(records, mode))
+    print(f"wrote {folder / 'gpu-check.json'} and {folder / 'gpu-check.md'}")
 
 
 # --- commands --------------------------------------------------------------------------------
@@ -645,8 +647,7 @@ def run(args: argparse.Namespace) -> int:
     records = {}
     for step in selected(plan_steps(check, args.bundle), args.steps):
         records[step.name] = run_step(step, check, min(STEP_LIMIT, end - time.monotonic()))
-    out = DOCS / "gpu-check.json" if mode.name == "cuda" else check.state / "gpu-check.json"
-    write_results(records, mode, out, DOCS / "gpu-check.md" if mode.name == "cuda" else check.state / "gpu-check.md")
+    write_results(records, mode, RESULTS if mode.name == "cuda" else check.state)
     unfinished = [name for name, r in records.items() if r["status"] != "done"]
     print(f"{len(records) - len(unfinished)} of {len(records)} steps done; this call {time.monotonic() - start:.0f} s"
           + (f"; not done: {', '.join(unfinished)}" if unfinished else ""))

@@ -1,7 +1,7 @@
 """A grid on Slurm: job arrays chained setting by setting, one log file per run.
 
 ``scripts/grid.py submit table1 --slurm`` (``make submit-table1``) submits the
-runs of a grid slice that are not done (:meth:`aclm.tables.grid.Cell.is_done`) as
+runs of a grid slice that are not done (:meth:`aclm.experiments.grid.Cell.is_done`) as
 job arrays, one per method (one for the S1 runs), and one job that writes
 the table once every array has ended:
 
@@ -47,7 +47,7 @@ import yaml
 
 from aclm.base.io import atomic_write_text, read_json, write_json
 from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
-from aclm.tables.grid import Cell, GridError, with_prerequisites
+from aclm.experiments.grid import Cell, GridError, with_prerequisites
 
 CLUSTER_FILE = CONFIG_DIR / "cluster.yaml"
 PHASE_RESOURCES = ("s1", "methods", "wikineural")     # the cluster.phases section of phases 0, 1, 2

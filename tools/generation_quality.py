@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """How good is the generator inside a method? Shares of its generations, read from a run's files.
 
-    python scripts/generation_quality.py method=aclm profile=mini gold=100 seed=1 [data_dir=... run_dir=...]
-    python scripts/generation_quality.py method=mulda profile=mini gold=100 seed=1 --json quality.json
+    python tools/generation_quality.py method=aclm profile=mini gold=100 seed=1 [data_dir=... run_dir=...]
+    python tools/generation_quality.py method=mulda profile=mini gold=100 seed=1 --json quality.json
 
 Runs the method's stages up to S6 (each skipped when current, as run_method.py
 would run them; S7 is not needed), then reads the generation stage's

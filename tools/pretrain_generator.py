@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Pretrain a small mBART-50 with mBART's denoising objective, offline: a generator that knows language.
 
-    make mini-generator          # = python scripts/pretrain_generator.py --out models/mini
-    python scripts/pretrain_generator.py [--out DIR] [--data-dir DIR] [--seed 0] [--steps N] [--force]
+    make mini-generator          # = python tools/pretrain_generator.py --out models/mini
+    python tools/pretrain_generator.py [--out DIR] [--data-dir DIR] [--seed 0] [--steps N] [--force]
 
 The `mini` profile's generator (ACLM S4/S5, MulDA). No pretrained seq2seq model
-installs here without a model hub, so one is made (aclm/builders/pretraining.py):
+installs here without a model hub, so one is made (tools/pretraining.py):
 
 - model: MBartForConditionalGeneration, d_model 256, 3 encoder + 3 decoder
   layers, 4 heads, feed-forward 1024, 7.7M parameters (fairseq's init scale,
@@ -41,7 +41,7 @@ import json
 from pathlib import Path
 
 from aclm.base.runtime import setup_logging
-from aclm.builders.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, SPEC, pretrain_generator
+from tools.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, SPEC, pretrain_generator
 from aclm.run.cli import main_guard
 
 
