@@ -78,3 +78,19 @@ def fast(tiny_models):
         return load_config([*FAST, f"run_dir={run_dir}", *overrides])
 
     return make
+
+
+def f1_of_predictions(scores: Path, dataset: str) -> float:
+    """The span F1 (seqeval's, in %) of the predictions file a scoring stage wrote for ``dataset``."""
+    from seqeval.metrics import f1_score
+
+    gold, predicted = [[]], [[]]
+    for line in (scores / "predictions" / f"{dataset.replace('/', '_')}.conll").read_text().splitlines():
+        if line:
+            _, tag, guess = line.split("\t")
+            gold[-1].append(tag)
+            predicted[-1].append(guess)
+        elif gold[-1]:
+            gold.append([])
+            predicted.append([])
+    return 100 * f1_score([g for g in gold if g], [p for p in predicted if p])

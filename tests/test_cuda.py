@@ -30,6 +30,7 @@ from aclm.steps.generation import Job, decode_jobs, nearest_neighbours
 from aclm.steps.keywords import extract_keywords
 from aclm.steps.labels import parse_generation
 from aclm.steps.tagger import amp
+from conftest import f1_of_predictions
 from aclm.steps.templates import render, skeleton
 
 pytestmark = pytest.mark.cuda
@@ -76,7 +77,7 @@ def test_every_stage_of_the_chain_runs_and_records_cuda_memory(aclm_chain, devic
         assert ("cuda_peak_mb" in memory) == (device.type == "cuda"), name
         assert memory.get("cuda_peak_mb", 1) > 0, name
     result = read_json(aclm_chain[layout.S7_EVAL] / layout.RESULT)
-    assert 0.0 <= result["f1"] <= 100.0
+    assert result["f1"] == pytest.approx(f1_of_predictions(aclm_chain[layout.S7_EVAL], "sample/en"))
 
 
 def test_tagger_uses_amp_and_generator_bf16_on_cuda(device, tiny_models, tmp_path, monkeypatch):

@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from aclm.base.paths import PROJECT_ROOT
-from aclm.run.chain import run_method
 from aclm.experiments.grid import Cell, expand, load_grid
+from aclm.run.chain import run_method
 from aclm.tables.report import build_report, entry_text, run_status, write_report
 from conftest import FAST
 

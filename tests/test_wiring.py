@@ -14,11 +14,11 @@ from omegaconf.errors import ConfigAttributeError
 from aclm.base import registry
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
+from aclm.experiments.grid import Cell
 from aclm.run import layout
 from aclm.run.chain import run_method
 from aclm.run.layout import RunLayout
 from aclm.run.stages import STAMP, stage
-from aclm.experiments.grid import Cell
 from conftest import FAST
 
 

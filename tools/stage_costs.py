@@ -28,12 +28,12 @@ from aclm.base.config import load_config
 from aclm.base import registry
 from aclm.base.io import write_json
 from aclm.base.runtime import setup_logging
+from aclm.experiments.grid import PRUNING, expand, load_grid
 from aclm.run import layout, outputs
 from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
 from aclm.run.layout import RunLayout
 from aclm.run.stages import facts, pruned_files, stamp
-from aclm.experiments.grid import PRUNING, expand, load_grid
 
 A100_BF16_FLOPS = 312e12           # dense bf16 peak of the paper's GPU (NVIDIA A100)
 

@@ -43,7 +43,7 @@ import functools
 import logging
 import shutil
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
@@ -149,11 +149,6 @@ def identity(config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (), co
             "code": dict(code or {}), "version": version}
 
 
-def fingerprint(config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (),
-                code: Mapping[str, str] | None = None, version: int = 1) -> str:
-    return config_hash(identity(config, inputs, roots, code, version))
-
-
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
@@ -211,13 +206,6 @@ def pruned_files(out_dir: Path) -> dict[str, int]:
     """The files :func:`prune` deleted from a stage directory, with their sizes (empty if none)."""
     path = Path(out_dir) / PRUNED
     return read_json(path) if path.exists() else {}
-
-
-def is_current(out_dir: Path, config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (),
-               code: Mapping[str, str] | None = None, version: int = 1) -> bool:
-    """The stamp matches the config, inputs, code and version, and every file it lists is there, whole,
-    or was pruned."""
-    return why_stale(out_dir, identity(config, inputs, roots, code, version)) is None
 
 
 def prune(out_dir: Path, patterns: Sequence[str] = WEIGHT_PATTERNS) -> int:
@@ -351,16 +339,12 @@ def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], lis
             out = here.stage(name)
             dirs = [Path(d) for value in upstream.values() for d in _directories(value)]
             inputs = [*dirs, *(files(c) if files else [])]
-            roots = [here.root, resolve_data_dir(c.data_dir)]
-            ran = lambda: run_stage(name, out, hashed(c), inputs,  # noqa: E731
-                                    lambda tmp: build(c, tmp, **upstream), force=force,
-                                    loads=[d for d in dirs if Path(d).name in loads], roots=roots,
-                                    code=code_digests(build, code), version=version)
-            if name in SHARED and not _planning.get():
-                with folder_lock(here.root, "setting", here.root, wait=True):
-                    ran()
-            else:
-                ran()
+            shared = name in SHARED and not _planning.get()
+            with folder_lock(here.root, "setting", here.root, wait=True) if shared else nullcontext():
+                run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, **upstream), force=force,
+                          loads=[d for d in dirs if Path(d).name in loads],
+                          roots=[here.root, resolve_data_dir(c.data_dir)], code=code_digests(build, code),
+                          version=version)
             return out
 
         run.config_keys = tuple(keys)

@@ -43,10 +43,10 @@ from aclm.base.datasets import registry
 from aclm.base.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.registry import METHODS
+from aclm.experiments.grid import Cell, Gold, Grid, failure
 from aclm.run import outputs
 from aclm.run.layout import GOLD_ONLY
 from aclm.run.stages import STAMP
-from aclm.experiments.grid import Cell, Gold, Grid, failure
 from aclm.tables.perplexity import perplexity
 
 OK, FAILED, MISSING = "ok", "failed", "missing"

@@ -57,9 +57,9 @@ import pandas as pd
 from aclm.base.io import read_json
 from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
+from aclm.experiments.grid import Block, Gold, Grid, expand, failure, load_grid
 from aclm.run import outputs
 from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
-from aclm.experiments.grid import Block, Gold, Grid, expand, failure, load_grid
 from aclm.tables.report import FAILED as FAILED_STATUS
 from aclm.tables.report import OK, Report, assemble, method_id, read_reference, template_fields, test_sets
 
