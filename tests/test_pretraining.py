@@ -124,6 +124,20 @@ def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_
     assert resumed["heldout"] == whole["heldout"] and resumed["fingerprint"] == whole["fingerprint"]
 
 
+def test_a_build_in_the_user_cache_is_linked_by_the_next_checkout_not_rebuilt(shared_data, tmp_path):
+    if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
+        pytest.skip("no WikiNEuRal text in the data folder")
+    cache, first_clone, second_clone = tmp_path / "cache", tmp_path / "a" / "mini", tmp_path / "b" / "mini"
+    built, rebuilt = pt.pretrain_generator(first_clone, shared_data, spec=micro(), cache=cache)
+    assert rebuilt and first_clone.is_symlink() and first_clone.resolve().parent == (cache / "mini-generator").resolve()
+    again, rebuilt = pt.pretrain_generator(second_clone, shared_data, spec=micro(), cache=cache)
+    assert not rebuilt and again == built and second_clone.resolve() == first_clone.resolve()
+    assert (second_clone / pt.MODEL_NAME / "config.json").is_file()
+    own, _ = pt.pretrain_generator(tmp_path / "c" / "mini", shared_data, spec=micro(), seed=1)   # before the cache
+    adopted, rebuilt = pt.pretrain_generator(tmp_path / "c" / "mini", shared_data, spec=micro(), seed=1, cache=cache)
+    assert not rebuilt and adopted == own and (tmp_path / "c" / "mini").is_symlink()
+
+
 def test_a_build_fingerprinted_with_the_former_checkpoint_interval_is_current(shared_data, tmp_path):
     # builds made while SPEC held save_steps (the checkpoint interval) carry a fingerprint taken over it
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():

@@ -27,11 +27,14 @@ installs here without a model hub, so one is made (tools/pretraining.py):
   accuracy 0.671.
 
 A bar shows the steps done, the total and the time left, and a line every 50
-steps sums up (loss, learning rate, seconds per step, time left). A build with
+steps sums up (loss, learning rate, seconds per step, time left). The build
+goes to the user cache (``$ACLM_CACHE``, else ``~/.cache/aclm``), under its
+inputs' fingerprint, and --out becomes a link to it: a second clone, or CI on
+the same machine, reuses it (``--no-cache`` builds in --out). A build with
 unchanged inputs is skipped; a killed build (Ctrl-C, SIGTERM) resumes from its
-last checkpoint (models/mini/.work, every 100 steps: about a minute of work)
-to the very weights of a build never stopped. The same seed gives the same
-weights on the same hardware.
+last checkpoint (``.work`` in the build's folder, every 100 steps: about a
+minute of work) to the very weights of a build never stopped. The same seed
+gives the same weights on the same hardware.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ import json
 from pathlib import Path
 
 from aclm.base.runtime import setup_logging
-from tools.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, SPEC, pretrain_generator
 from aclm.run.cli import main_guard
+from tools.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, SPEC, pretrain_generator, user_cache
 
 
 def main() -> None:
@@ -53,11 +56,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=SPEC["train"]["steps"],
                         help="optimisation steps (default: %(default)s)")
     parser.add_argument("--force", action="store_true", help="rebuild even if the manifest matches")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="build in --out itself, not in the user cache ($ACLM_CACHE, else ~/.cache/aclm) that "
+                             "--out otherwise links to")
     args = parser.parse_args()
     setup_logging()
 
     spec = {"train": {"steps": args.steps}} if args.steps != SPEC["train"]["steps"] else None
-    manifest, rebuilt = pretrain_generator(args.out, args.data_dir, args.seed, spec, args.force)
+    manifest, rebuilt = pretrain_generator(args.out, args.data_dir, args.seed, spec, args.force,
+                                           cache=None if args.no_cache else user_cache())
     if not rebuilt:
         print(f"{args.out / MODEL_NAME}: up to date")
         return

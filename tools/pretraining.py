@@ -41,9 +41,11 @@ is skipped.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import logging
+import os
 import random
 import shutil
 import time
@@ -56,6 +58,7 @@ import sentencepiece as spm
 import tokenizers
 import torch
 import transformers
+from filelock import FileLock
 from torch.utils.data import Dataset, Sampler
 from tqdm.contrib.logging import logging_redirect_tqdm
 from transformers import (MBart50TokenizerFast, MBartConfig, MBartForConditionalGeneration, Seq2SeqTrainer,
@@ -572,23 +575,56 @@ def trained_loss(result, resumed_from: int) -> float:
     return result.training_loss * result.global_step / (result.global_step - resumed_from)
 
 
+def user_cache() -> Path:
+    """Where built models are kept for every checkout on this machine, as Hugging Face keeps the ones it
+    downloads: ``$ACLM_CACHE``, else ``~/.cache/aclm``."""
+    return Path(os.environ.get("ACLM_CACHE") or Path.home() / ".cache" / "aclm")
+
+
 def pretrain_generator(out_dir: str | Path = DEFAULT_OUT_DIR, data_dir: str | Path | None = None, seed: int = 0,
-                       spec: dict | None = None, force: bool = False,
-                       checkpoint_seconds: float = CHECKPOINT_SECONDS) -> tuple[dict, bool]:
+                       spec: dict | None = None, force: bool = False, checkpoint_seconds: float = CHECKPOINT_SECONDS,
+                       cache: str | Path | None = None) -> tuple[dict, bool]:
     """Build (or reuse) ``out_dir/mbart-large-50``; return ``(manifest, rebuilt)``.
 
     ``spec`` overrides parts of :data:`SPEC` (the tests build a miniature).
     An unfinished build with the same inputs resumes from its last complete
-    checkpoint (one every ``checkpoint_seconds``; 0: every step).
+    checkpoint (one every ``checkpoint_seconds``; 0: every step).  With
+    ``cache`` (:func:`user_cache`), the build lives in
+    ``<cache>/mini-generator/<fingerprint>`` and ``out_dir`` becomes a link to
+    it: another checkout on the machine, or CI, finds it built.
     """
     from aclm.base.datasets import resolve_data_dir
 
-    start, cpu_start_all = time.perf_counter(), time.process_time()
     out_dir, spec = Path(out_dir), merged_spec(spec)
     data_dir = resolve_data_dir(str(data_dir) if data_dir else None)
     text, benchmark = text_files(data_dir, spec["languages"])
-    key = fingerprint([*text, *benchmark], spec, seed)
     keys = current_keys([*text, *benchmark], spec, seed)
+    build = functools.partial(_build, data_dir=data_dir, text=text, benchmark=benchmark, keys=keys, spec=spec,
+                              seed=seed, force=force, checkpoint_seconds=checkpoint_seconds)
+    if cache is None:
+        return build(out_dir)
+    entry = Path(cache) / "mini-generator" / fingerprint([*text, *benchmark], spec, seed)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{entry}.lock"):                       # one build at a time, however many checkouts ask
+        if not is_up_to_date(entry, keys) and not out_dir.is_symlink() and is_up_to_date(out_dir, keys):
+            shutil.rmtree(entry, ignore_errors=True)
+            shutil.move(str(out_dir), entry)              # a build made here before the cache existed
+        built = build(entry)
+    if out_dir.is_symlink() or out_dir.is_file():
+        out_dir.unlink()
+    elif out_dir.exists():
+        shutil.rmtree(out_dir)                            # an outdated build of its own
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    out_dir.symlink_to(entry.resolve(), target_is_directory=True)
+    log.info("%s -> %s", out_dir, entry)
+    return built
+
+
+def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path], keys: set[str], spec: dict,
+           seed: int, force: bool, checkpoint_seconds: float) -> tuple[dict, bool]:
+    """The build itself, into ``out_dir`` (resumed when an unfinished one with the same inputs is there)."""
+    start, cpu_start_all = time.perf_counter(), time.process_time()
+    key = fingerprint([*text, *benchmark], spec, seed)
     if not force and is_up_to_date(out_dir, keys):
         return read_manifest(out_dir), False
 
