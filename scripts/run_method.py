@@ -16,7 +16,7 @@ import textwrap
 
 from aclm.base import registry
 from aclm.run import layout, outputs
-from aclm.run.chain import chain, plan, run_method
+from aclm.run.chain import chain, plan, recorded_seconds, run_method
 from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser
 from aclm.run.gold import asked_size
 
@@ -41,6 +41,12 @@ def list_stages(overrides: list[str]) -> None:
             print(textwrap.indent(step.describe(cfg), "  "))
 
 
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "no time recorded"
+    return "under 1 s" if seconds < 1 else f"~{seconds:.0f} s"
+
+
 def main() -> None:
     parser = stage_parser(__doc__, WHOLE_CHAIN)
     parser.add_argument("--list", action="store_true", help="print the method table and exit")
@@ -60,8 +66,13 @@ def main() -> None:
     args, cfg = parse(parser)
     force = chain(cfg)[0].name if args.force else args.force_from
     if args.dry_run:
+        total = 0.0
         for name, state in plan(cfg, force):
-            print(f"{name:<15} {'current' if state == 'current' else 'would run: ' + state}")
+            seconds = None if state == "current" else recorded_seconds(cfg, name)
+            total += seconds or 0.0
+            guess = "" if state == "current" else f"  [{duration(seconds)}]"
+            print(f"{name:<15} {'current' if state == 'current' else 'would run: ' + state}{guess}")
+        print(f"about {total / 60:.1f} min, from the times recorded by this profile's runs under {cfg.run_dir}")
         return
     done = run_method(cfg, force=force, wait=args.wait)
     out = list(done.values())[-1]

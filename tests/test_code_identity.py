@@ -87,6 +87,13 @@ def test_run_method_force_reruns_every_stage_and_force_from_the_rest(tiny_models
                              capture_output=True, text=True, env=env, timeout=600)
     assert refused.returncode != 0 and "has no such stage" in refused.stderr
 
+    before = sorted(tmp_path.rglob("*"))
+    planned = subprocess.run([sys.executable, *words, "ner.epochs=3", "--dry-run"], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, env=env, timeout=600).stdout.splitlines()
+    assert planned[0].startswith("data            would run: new  [")
+    assert re.match(r"s1_ner +would run: after data  \[(~\d+ s|under 1 s)\]", planned[1]), planned
+    assert planned[-1].startswith("about ") and sorted(tmp_path.rglob("*")) == before        # nothing ran
+
 
 # --------------------------------------------------------------------------- an edited copy of the package
 

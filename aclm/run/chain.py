@@ -45,7 +45,7 @@ from aclm.run.layout import RunLayout
 from aclm.run.locks import folder_lock
 from aclm.run.pipeline import (augment_keys, augment_stage, generation_stage, generator_stage, keywords_stage,
                                postprocess_stage, templates_stage)
-from aclm.run.stages import Pruned, Stale, in_planning, planning, prune
+from aclm.run.stages import STAMP, Pruned, Stale, in_planning, planning, prune, stamp
 from aclm.run.tagging import s1_eval_stage, s1_stage, s7_eval_stage, s7_stage
 
 
@@ -170,6 +170,14 @@ def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
             first, reason = stale.stage_name, stale.reason
     after = names[names.index(first) + 1:]
     return [*((name, "current") for name in done), (first, reason), *((n, f"after {first}") for n in after)]
+
+
+def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
+    """The median time the stage ``name`` took in the runs of this profile under ``run_dir`` (None: none
+    recorded): a rough guess of what it will take here."""
+    times = sorted(stamp(path.parent)["seconds"]
+                   for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}"))
+    return times[len(times) // 2] if times else None
 
 
 def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], until: str | None,
