@@ -158,6 +158,12 @@ def test_a_finished_stage_records_its_epochs_and_why_it_stopped(fast, tmp_path):
 
     cfg = fast(tmp_path)
     done = run_method(cfg)
-    training = read_json(done["s1_ner"] / STAMP)["facts"]["training"]
-    assert training == {"epochs_trained": 2, "max_epochs": 2, "stop_reason": "all epochs"}
+    stamp = read_json(done["s1_ner"] / STAMP)
+    training = stamp["facts"]["training"]
+    assert {k: training[k] for k in ("epochs_trained", "max_epochs", "stop_reason")} == {
+        "epochs_trained": 2, "max_epochs": 2, "stop_reason": "all epochs"}
+    epochs = training["epoch_seconds"]                  # where each epoch's time went
+    assert [e["epoch"] for e in epochs] == [1, 2] and all(e["train"] > 0 and e["dev"] > 0 for e in epochs)
+    assert training["seconds"]["save"] == pytest.approx(sum(e["save"] for e in epochs), abs=0.01)
+    assert sum(training["seconds"].values()) < stamp["seconds"]
     assert read_json(done["s1_eval"] / RESULT)["training"] == training

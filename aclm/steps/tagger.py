@@ -16,6 +16,7 @@ feeding attention maps, the consistency filter and scores downstream.
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -125,6 +126,50 @@ class EpochCounter(TrainerPlugin):
         self.epochs = epoch
 
 
+class EpochTimes(TrainerPlugin):
+    """Seconds each epoch spent training, scoring the dev set, and on the rest (saving the best model, the
+    loss file): what of an epoch is not the model's arithmetic shows in the stage's log and stamp."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epochs: list[dict] = []
+        self._mark = 0.0
+
+    def _lap(self) -> float:
+        now = time.perf_counter()
+        lap, self._mark = now - self._mark, now
+        return round(lap, 3)
+
+    @TrainerPlugin.hook
+    def before_training_epoch(self, epoch, **kw):
+        self.close()
+        self._mark = time.perf_counter()
+        self.epochs.append({"epoch": epoch})
+
+    @TrainerPlugin.hook
+    def after_training_epoch(self, epoch, **kw):
+        self.epochs[-1]["train"] = self._lap()
+
+    @TrainerPlugin.hook
+    def after_evaluation(self, epoch, **kw):
+        self.epochs[-1]["dev"] = self._lap()
+
+    @TrainerPlugin.hook
+    def after_training_loop(self, **kw):
+        self.close()
+
+    def close(self) -> None:
+        """End the last epoch: what followed its dev score (saving) until now."""
+        if self.epochs and "dev" in self.epochs[-1] and "save" not in self.epochs[-1]:
+            last = self.epochs[-1]
+            last["save"] = self._lap()
+            log.info("epoch %d: %.2f s training, %.2f s scoring dev, %.2f s saving", last["epoch"], last["train"],
+                     last["dev"], last["save"])
+
+    def totals(self) -> dict:
+        return {part: round(sum(e.get(part, 0.0) for e in self.epochs), 3) for part in ("train", "dev", "save")}
+
+
 class EpochProgress(TrainerPlugin):
     """One progress bar over the epochs, with the ETA, the last dev F1 and the learning rate.
 
@@ -202,8 +247,8 @@ def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence
     """
     corpus = Corpus(train=FlairDatapointDataset(to_flair(train)), dev=FlairDatapointDataset(to_flair(dev)),
                     test=None, sample_missing_splits=False)
-    counter, progress = EpochCounter(), EpochProgress(cfg.epochs)
-    plugins = [counter, progress, *schedule_plugins(cfg, out_dir)]
+    counter, progress, times = EpochCounter(), EpochProgress(cfg.epochs), EpochTimes()
+    plugins = [counter, times, progress, *schedule_plugins(cfg, out_dir)]
     try:
         with quiet_flair():
             tagger = build_tagger(cfg, types)
@@ -214,8 +259,10 @@ def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence
                 save_final_model=False, create_file_logs=False, create_loss_file=True)
     finally:
         progress.close()
+    times.close()
     facts = {"epochs_trained": counter.epochs, "max_epochs": cfg.epochs,
-             "stop_reason": stop_reason(cfg, counter.epochs, plugins)}
+             "stop_reason": stop_reason(cfg, counter.epochs, plugins), "seconds": times.totals(),
+             "epoch_seconds": times.epochs}
     best = out_dir / "best-model.pt"
     if not best.exists():  # no dev improvement was ever recorded (e.g. one epoch of all-O output)
         tagger.save(best)
