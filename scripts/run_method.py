@@ -15,10 +15,8 @@ from __future__ import annotations
 import textwrap
 
 from aclm.base import registry
-from aclm.run import layout, outputs
 from aclm.run.chain import chain, plan, recorded_seconds, run_method
-from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser
-from aclm.run.gold import asked_size
+from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser, summary
 
 
 def list_methods() -> None:
@@ -74,15 +72,7 @@ def main() -> None:
             print(f"{name:<15} {'current' if state == 'current' else 'would run: ' + state}{guess}")
         print(f"about {total / 60:.1f} min, from the times recorded by this profile's runs under {cfg.run_dir}")
         return
-    done = run_method(cfg, force=force, wait=args.wait)
-    out = list(done.values())[-1]
-    result = outputs.result(out)
-    drawn = outputs.gold_size(done[layout.DATA])
-    gold = cfg.gold if asked_size(cfg) in (None, drawn) else f"{cfg.gold}, {drawn} sentences drawn"
-    for warning in result.get("warnings", []):
-        print(f"WARNING: {warning}")
-    print(f"{cfg.method} on {cfg.dataset} (gold {gold}, seed {cfg.seed}): F1 {result['f1']:.2f}"
-          f"{' (flagged: see the warning above)' if result.get('warnings') else ''}  [{out / 'result.json'}]")
+    print(summary(cfg, run_method(cfg, force=force, wait=args.wait)))
 
 
 if __name__ == "__main__":

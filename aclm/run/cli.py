@@ -10,18 +10,23 @@ changes what a stage computes gets folders of its own (:mod:`aclm.run.naming`).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.config import ConfigError, key_help, load_config, schema_keys, to_dict
 from aclm.base.data import DataError
 from aclm.base.runtime import Interrupted, RunError, check_interrupted, handle_signals, setup_logging
+from aclm.run import layout, outputs
 from aclm.run.chain import chain, run_method
+from aclm.run.gold import asked_size
+from aclm.run.layout import RunLayout
 from aclm.run.naming import run_config
-from aclm.run.stages import SHARED, NoSpace
+from aclm.run.stages import SHARED, NoSpace, facts
 
 
 #: ``stage_parser(..., stages=WHOLE_CHAIN)``: ``--help`` lists the keys of every stage of the method's chain.
@@ -141,6 +146,22 @@ def _interrupted(stop: Interrupted) -> None:
     sys.exit(stop.exit_code)
 
 
+def summary(cfg: DictConfig, done: Mapping[str, Path]) -> str:
+    """A finished run's last lines: its warnings, then its F1 beside the same setting's Gold-only, and where
+    its result.json is."""
+    out = list(done.values())[-1]
+    result = outputs.result(out)
+    drawn = outputs.gold_size(done[layout.DATA])
+    gold = cfg.gold if asked_size(cfg) in (None, drawn) else f"{cfg.gold}, {drawn} sentences drawn"
+    plain = RunLayout.of(cfg).of_method(layout.GOLD_ONLY).result_path
+    beside = (f" (Gold-only {outputs.result(plain.parent)['f1']:.2f})"
+              if cfg.method != layout.GOLD_ONLY and plain.exists() else "")
+    lines = [f"WARNING: {warning}" for warning in result.get("warnings", [])]
+    lines.append(f"{cfg.method} on {cfg.dataset} (gold {gold}, seed {cfg.seed}): F1 {result['f1']:.2f}{beside}"
+                 f"{' (flagged: see the warning above)' if result.get('warnings') else ''}  [{out / layout.RESULT}]")
+    return "\n".join(lines)
+
+
 def stage_script(doc: str, stage_name: str, label: str) -> None:
     """A stage script's main: run the method's chain up to ``stage_name`` (earlier stages when needed).
 
@@ -156,7 +177,10 @@ def stage_script(doc: str, stage_name: str, label: str) -> None:
         trained = steps[-2]                 # the tagger the last stage scores (S1 or S7)
         done = run_method(cfg, until=stage_name, force=(stage_name or trained) if args.force else None,
                           wait=args.wait)
-        out = done[stage_name] if stage_name else list(done.values())[-1]
-        print(f"{label}: {out}")
+        if stage_name is None:
+            print(summary(cfg, done))
+            return
+        found = json.dumps(facts(done[stage_name]), separators=(", ", ": "))
+        print(f"{label}: {done[stage_name]}  {found if len(found) <= 300 else found[:297] + '...'}")
 
     main_guard(main)
