@@ -18,7 +18,8 @@ SETTING  = $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(call given
 TINY     = models/tiny/manifest.json
 MINI_GEN = models/mini/manifest.json
 PAPER_SHAPE = models/paper_shape/manifest.json
-DATA_ENV = ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}
+# where every target finds the datasets: $ACLM_DATA_DIR when set, else ../shared/data when it is there, else ./data
+export ACLM_DATA_DIR ?= $(if $(wildcard ../shared/data/.),$(abspath ../shared/data),$(abspath data))
 # the models a profile's runs need that are built here, not downloaded: each is made first when missing
 # (the mini profile's tagger is an installed package; its generator, for ACLM and MulDA, is built here)
 TAGGER_MODELS  = $(if $(filter tiny smoke,$(PROFILE)),$(TINY)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
@@ -47,11 +48,11 @@ tiny-models: $(TINY)  ## small random-weight models of the paper's architectures
 
 # always asked: the script itself rebuilds only when the spec, the seed or the text changed
 $(MINI_GEN): FORCE
-	$(DATA_ENV) $(PYTHON) tools/pretrain_generator.py --out models/mini
+	$(PYTHON) tools/pretrain_generator.py --out models/mini
 
 # the tokenizers learn from MultiCoNER en's train text where it is there (realistic sequence lengths)
 $(PAPER_SHAPE):
-	text=$${ACLM_DATA_DIR:-$(abspath ../shared/data)}/multiconer/en/train_full.conll; \
+	text=$$ACLM_DATA_DIR/multiconer/en/train_full.conll; \
 	$(PYTHON) tools/build_tiny_models.py --shape paper $$([ -f $$text ] && echo --text $$text)
 
 paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes (6.9 GB, about 1 min)
@@ -61,13 +62,13 @@ mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoisi
 FAST_TIER = not slow and not real_weights and not slurm and not cuda
 
 test: $(TINY)  ## the fast tier: unit tests and short runs on tiny models (offline, a few minutes)
-	$(DATA_ENV) $(PYTHON) -m pytest -rs -m "$(FAST_TIER)"
+	$(PYTHON) -m pytest -rs -m "$(FAST_TIER)"
 
 test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weights, Slurm (what CI runs)
-	$(DATA_ENV) $(PYTHON) -m pytest --durations=25
+	$(PYTHON) -m pytest --durations=25
 
 demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~10 min; first build ~22 min)
-	ACLM_DATA_DIR=$${ACLM_DATA_DIR:-$(abspath ../shared/data)} $(PYTHON) scripts/demo.py
+	$(PYTHON) scripts/demo.py
 
 # the profile's dataset and splits.seed where DATASET / SEED are not given
 SPLIT_SETTING = $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(call given,SEED,splits.seed) $(ARGS))
@@ -89,7 +90,7 @@ bench: $(TINY)  ## throughput of S2/S3/retrieval/generation, the released code's
 	OMP_NUM_THREADS=1 $(PYTHON) tools/benchmark.py $(BENCH_ARGS)
 
 bench-paper-shape: $(PAPER_SHAPE)  ## one ACLM setting at paper size: time, memory, bytes per stage; Table 1 estimate
-	$(DATA_ENV) $(PYTHON) tools/stage_costs.py $(ARGS)
+	$(PYTHON) tools/stage_costs.py $(ARGS)
 
 clean:  ## delete runs/ and the tiny and paper-size models built here (not the mini generator)
 	rm -rf runs models/tiny models/paper_shape
@@ -136,7 +137,7 @@ reproduce-mini_table%: $(PROFILE_MODELS)  ## a CPU-sized miniature (configs/grid
 SLURM_ARGS ?=
 
 submit-table%:  ## submit a paper table's missing runs to Slurm, then a job writing the table
-	$(DATA_ENV) $(PYTHON) scripts/grid.py submit table$* $(GRID_ARGS) --results $(RESULTS) --slurm $(SLURM_ARGS)
+	$(PYTHON) scripts/grid.py submit table$* $(GRID_ARGS) --results $(RESULTS) --slurm $(SLURM_ARGS)
 
 # --- A CUDA machine: what the GPU paths do and cost (docs/gpu-check.md) ------------------------
 DRY            ?=
@@ -145,10 +146,10 @@ PYTHON_VERSION ?= 3.12
 .PHONY: gpu-check gpu-bundle
 
 gpu-check:  ## on a CUDA machine: CUDA tests, a paper-size setting, batch and -j sweeps (<= 40 min, resumable); DRY=1: CPU dry run
-	$(DATA_ENV) $(PYTHON) tools/gpu_check.py run $(if $(DRY),--dry-run) $(if $(BUNDLE),--bundle $(BUNDLE))
+	$(PYTHON) tools/gpu_check.py run $(if $(DRY),--dry-run) $(if $(BUNDLE),--bundle $(BUNDLE))
 
 gpu-bundle:  ## wheels (no torch) and data an offline CUDA node lacks for gpu-check, into gpu-bundle/ (network; <= 64 MiB)
-	$(DATA_ENV) $(PYTHON) tools/gpu_check.py bundle --python-version $(PYTHON_VERSION) --out gpu-bundle
+	$(PYTHON) tools/gpu_check.py bundle --python-version $(PYTHON_VERSION) --out gpu-bundle
 
 prune-table%:  ## delete the S1 weights of the table's finished settings (a later run retrains S1)
 	$(PYTHON) scripts/grid.py prune table$* $(GRID_ARGS)
