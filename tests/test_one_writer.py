@@ -101,7 +101,10 @@ def test_a_killed_runs_scratch_and_lock_record_are_cleared_by_the_next_run(fast,
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     write_json(here.root / ".locks" / "lwtr.json", {"pid": int(dead.stdout), "host": socket.gethostname(),
                                                      "started": "then", "command": "killed"})
-    run_method(cfg)
+    with caplog.at_level("INFO"):                                        # as the scripts log
+        run_method(cfg)
+    assert "augment: running (new)" in here.log_path.read_text()          # the run's own log, in its folder
+    assert here.log_path == here.method_dir / "run.log"
     assert not list(here.root.rglob(".*.tmp"))
     assert f"PID {int(dead.stdout)}" in caplog.text and "taking it over" in caplog.text
     assert not (here.root / ".locks" / "lwtr.json").exists()       # released

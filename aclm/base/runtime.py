@@ -34,6 +34,23 @@ _LIBRARY_NOISE = (
 )
 
 
+@contextmanager
+def logging_to(path) -> Iterator[None]:
+    """Inside the block, every log line also goes to the file ``path`` (appended, with the time and date)."""
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+
+
 def setup_logging(level: int = logging.INFO) -> None:
     """Our log lines with a time stamp; libraries' warnings and notices only when they are errors."""
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",

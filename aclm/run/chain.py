@@ -29,6 +29,8 @@ transformers only where a stage builds.
 from __future__ import annotations
 
 import inspect
+import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
@@ -37,7 +39,7 @@ from omegaconf import DictConfig
 
 from aclm.base import registry
 from aclm.base.config import ConfigError
-from aclm.base.runtime import check_interrupted
+from aclm.base.runtime import check_interrupted, logging_to
 from aclm.run import layout
 from aclm.run.datacheck import preflight
 from aclm.run.gold import data_stage
@@ -47,6 +49,9 @@ from aclm.run.pipeline import (augment_keys, augment_stage, generation_stage, ge
                                postprocess_stage, templates_stage)
 from aclm.run.stages import STAMP, Pruned, Stale, in_planning, planning, prune, stamp
 from aclm.run.tagging import s1_eval_stage, s1_stage, s7_eval_stage, s7_stage
+
+
+log = logging.getLogger("aclm.run.chain")
 
 
 class WiringError(ValueError):
@@ -152,7 +157,8 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
         return _run_steps(cfg, steps, by_name, until, forced, done)
     preflight(cfg)
     here = RunLayout.of(cfg)
-    with folder_lock(here.root, here.method_dir.name, here.method_dir, wait=wait):
+    with folder_lock(here.root, here.method_dir.name, here.method_dir, wait=wait), logging_to(here.log_path):
+        log.info("run of %s (%s)", cfg.method, " ".join(sys.argv))
         return _run_steps(cfg, steps, by_name, until, forced, done)
 
 

@@ -37,6 +37,7 @@ SPLITS = ("train", "dev")               # the gold data's splits, and of S2's an
 LANGUAGES = "languages.json"
 RESULT, PREDICTIONS = "result.json", "predictions"
 FAILED = "failed.json"
+LOG = "run.log"
 MODEL = "best-model.pt"
 AUG, GOLD_AUG, REPORT = "aug.conll", "gold+aug.conll", "report.json"
 GENERATIONS = "generations.jsonl"
@@ -97,6 +98,11 @@ class RunLayout:
     @property
     def result_path(self) -> Path:
         return self.stage(S1_EVAL if self.method == GOLD_ONLY else S7_EVAL) / RESULT
+
+    @property
+    def log_path(self) -> Path:
+        """The run's log: beside its result, in the method folder (a Gold-only run's in the setting folder)."""
+        return (self.root if self.method == GOLD_ONLY else self.method_dir) / LOG
 
     @property
     def failed_path(self) -> Path:
