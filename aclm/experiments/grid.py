@@ -79,7 +79,7 @@ GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "
              "average_datasets"}
 BLOCK_KEYS = {"datasets", "sizes", "methods", "overrides", "sweep", "columns"}
 
-Gold = Union[int, str]
+GoldSize = Union[int, str]   # a gold sample's size: sentences, or "full"
 Slice = Union[str, Sequence, None]                # "en,de", "en de", ["en", "de"] or None (everything)
 
 
@@ -90,7 +90,7 @@ class GridError(ValueError):
 @dataclass(frozen=True)
 class Block:
     datasets: tuple[str, ...]
-    sizes: tuple[Gold, ...]
+    sizes: tuple[GoldSize, ...]
     methods: tuple[str, ...]
     columns: dict[str, str]                      # reference column template -> value path in result.json
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -123,7 +123,7 @@ class Cell:
 
     profile: str
     dataset: str
-    gold: Gold
+    gold: GoldSize
     method: str
     seed: int
     runs: str                                    # the run_dir this cell uses

@@ -43,7 +43,7 @@ from aclm.base.datasets import registry
 from aclm.base.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.registry import METHODS
-from aclm.experiments.grid import Cell, Gold, Grid, failure
+from aclm.experiments.grid import Cell, GoldSize, Grid, failure
 from aclm.run import outputs
 from aclm.run.layout import GOLD_ONLY
 from aclm.run.stages import STAMP
@@ -60,7 +60,7 @@ class Run(Protocol):
 
     method: str
     dataset: str
-    gold: Gold
+    gold: GoldSize
     seed: int
     sweep: Optional[str]
     block: int                     # which of the grid's blocks (columns) it fills

@@ -57,7 +57,7 @@ import pandas as pd
 from aclm.base.io import read_json
 from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
-from aclm.experiments.grid import Block, Gold, Grid, expand, failure, load_grid
+from aclm.experiments.grid import Block, GoldSize, Grid, expand, failure, load_grid
 from aclm.run import outputs
 from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
 from aclm.tables.report import FAILED as FAILED_STATUS
@@ -91,7 +91,7 @@ class FoundRun:
 
     profile: str
     dataset: str
-    gold: Gold
+    gold: GoldSize
     method: str
     seed: int
     variant: str
@@ -283,12 +283,12 @@ def command_fields(command: str) -> dict:
     return dict(word.split("=", 1) for word in shlex.split(command) if "=" in word and not word.startswith("-"))
 
 
-def as_gold(value) -> Gold:
+def as_gold(value) -> GoldSize:
     """A gold size as the run tree spells it: a number, or a word such as ``full``."""
     return int(value) if str(value).isdigit() else str(value)
 
 
-def gold_order(gold: Gold) -> tuple:
+def gold_order(gold: GoldSize) -> tuple:
     return (0, gold, "") if isinstance(gold, int) else (1, 0, gold)
 
 
@@ -313,7 +313,7 @@ def literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def f1_columns(dataset: str, gold: Gold, results: list[dict], profile: str = "") -> dict[str, str]:
+def f1_columns(dataset: str, gold: GoldSize, results: list[dict], profile: str = "") -> dict[str, str]:
     """The F1 table's columns of one dataset and gold size (of ``profile``, named when given): its own test set,
     then every other one scored."""
     base = f"{profile + ': ' if profile else ''}{dataset} gold{gold}"
@@ -321,7 +321,7 @@ def f1_columns(dataset: str, gold: Gold, results: list[dict], profile: str = "")
     return {literal(base): "f1", **{literal(f"{base} → {name}"): f"test.{name}.f1" for name in others}}
 
 
-def type_columns(dataset: str, gold: Gold, results: list[dict], profile: str = "") -> dict[str, str]:
+def type_columns(dataset: str, gold: GoldSize, results: list[dict], profile: str = "") -> dict[str, str]:
     """The per-type table's columns of one dataset and gold size: every entity type its runs were scored on."""
     types = dict.fromkeys(t for result in results for t in result.get("per_type", {}))
     return {literal(t): f"per_type.{t}.f1" for t in types}
