@@ -154,6 +154,9 @@ gpu-bundle:  ## wheels (no torch) and data an offline CUDA node lacks for gpu-ch
 prune-table%:  ## delete the S1 weights of the table's finished settings (a later run retrains S1)
 	$(PYTHON) scripts/grid.py prune table$* $(GRID_ARGS)
 
+export-table%:  ## a table's artifacts (gold samples, augmented sets, S6 reports, predictions, results) in exports/
+	$(PYTHON) scripts/export_table.py table$* $(GRID_ARGS) --out exports $(if $(TAR),--tar)
+
 aggregate-table%:  ## print and write a table from the runs there are (no runs started)
 	$(PYTHON) scripts/aggregate.py table$* $(GRID_ARGS) --out $(RESULTS)
 

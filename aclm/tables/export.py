@@ -1,0 +1,113 @@
+"""A table's artifacts in one folder another researcher can take: what each cell trained on and predicted.
+
+    <out>/<profile>/<table>/
+        README.md           the card: profile, commits, test sets, how each file was made, what is missing
+        index.jsonl         one line per cell (``datasets.load_dataset("json", data_files=...)`` reads it)
+        cells/<dataset>/gold<N>/seed<S>/<method>[@<variant>]/
+            gold/train.conll gold/dev.conll     the gold sample the cell's run drew (S0)
+            gold+aug.conll aug.conll report.json   a method's training set, its augmentations, what S6 dropped
+            predictions/<test set>.conll        the scored tagger's predictions (word, gold tag, predicted tag)
+            result.json                         the run's scores, config and checkout
+
+Files are copied, not linked, so the folder (or its ``.tar.gz``) stands alone.  A cell that failed or
+never ran has an index line saying so and no files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Optional, Sequence
+
+from aclm.base.io import atomic_write_text, read_json
+from aclm.experiments.grid import Cell, Grid, failure
+from aclm.run import layout
+from aclm.tables.report import method_id, test_sets
+
+#: The same fields on every index line, so that a datasets.Dataset gets one schema.
+FIELDS = ("table", "profile", "dataset", "gold", "seed", "method", "variant", "status", "error", "f1",
+          "folder", "gold_train", "gold_dev", "train", "augmentations", "s6_report", "predictions", "result",
+          "commit", "dirty")
+
+
+def export_table(grid: Grid, cells: Sequence[Cell], profile: str, out: Path, tar: bool = False) -> Path:
+    """Copy every cell's artifacts under ``out/<profile>/<table>``, with the index and the card; the folder
+    (or, with ``tar``, its ``.tar.gz``)."""
+    root = Path(out) / profile / grid.name
+    shutil.rmtree(root, ignore_errors=True)
+    lines = [export_cell(grid, cell, profile, root) for cell in cells]
+    atomic_write_text(root / "index.jsonl", "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    atomic_write_text(root / "README.md", card(grid, cells, profile, lines))
+    if tar:
+        return Path(shutil.make_archive(str(root), "gztar", root_dir=root.parent, base_dir=root.name))
+    return root
+
+
+def export_cell(grid: Grid, cell: Cell, profile: str, root: Path) -> dict:
+    """Copy one cell's files; its index line."""
+    here = cell.layout
+    folder = Path("cells") / cell.dataset / f"gold{cell.gold}" / f"seed{cell.seed}" / method_id(cell)
+    line: dict = dict.fromkeys(FIELDS)
+    line.update(table=grid.name, profile=profile, dataset=cell.dataset, gold=str(cell.gold), seed=cell.seed,
+                method=cell.method, variant=cell.variant, predictions=[])
+    if not cell.result_path.exists():
+        failed = cell.failed_path.exists()
+        line.update(status="failed" if failed else "missing", error=failure(cell.failed_path) if failed else None)
+        return line
+    target = root / folder
+    copies = {"gold_train": (here.stage(layout.DATA) / layout.gold_file("train"), "gold/train.conll"),
+              "gold_dev": (here.stage(layout.DATA) / layout.gold_file("dev"), "gold/dev.conll"),
+              "result": (cell.result_path, layout.RESULT)}
+    if cell.method != layout.GOLD_ONLY:
+        s6 = here.stage(layout.S6)
+        copies.update(train=(s6 / layout.GOLD_AUG, layout.GOLD_AUG), augmentations=(s6 / layout.AUG, layout.AUG),
+                      s6_report=(s6 / layout.REPORT, layout.REPORT))
+    for field, (source, name) in copies.items():
+        line[field] = _copy(source, target / name, folder / name)
+    for predictions in sorted((cell.result_path.parent / layout.PREDICTIONS).glob("*.conll")):
+        line["predictions"].append(_copy(predictions, target / layout.PREDICTIONS / predictions.name,
+                                         folder / layout.PREDICTIONS / predictions.name))
+    result = read_json(cell.result_path)
+    checkout = result.get("checkout") or {}
+    line.update(status="ok", f1=result["f1"], folder=str(folder), commit=checkout.get("commit"),
+                dirty=checkout.get("dirty"))
+    line["train"] = line["train"] or line["gold_train"]             # Gold-only trains on the gold sample
+    return line
+
+
+def _copy(source: Path, target: Path, name: Path) -> Optional[str]:
+    if not source.exists():
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+    return str(name)
+
+
+def card(grid: Grid, cells: Sequence[Cell], profile: str, lines: Sequence[dict]) -> str:
+    """The folder's README: what it holds, where it comes from, and what is not in it."""
+    done = [line for line in lines if line["status"] == "ok"]
+    commits = sorted({f"{line['commit'] or 'not recorded'}{' (uncommitted changes)' if line['dirty'] else ''}"
+                      for line in done})
+    not_done = [f"- {line['method']}{'@' + line['variant'] if line['variant'] else ''} on {line['dataset']}, gold "
+                f"{line['gold']}, seed {line['seed']}: {line['status']}{': ' + line['error'] if line['error'] else ''}"
+                for line in lines if line["status"] != "ok"]
+    ran = [cell for cell in cells if cell.result_path.exists()]
+    return "\n".join([
+        f"# {grid.title}: the runs' artifacts", "",
+        f"Profile `{profile}`; {len(done)} of {len(lines)} cells ran. Made by `scripts/export_table.py "
+        f"{grid.name}` from the runs under `{cells[0].runs if cells else ''}`.", "",
+        "Code: " + ("; ".join(f"`{c}`" for c in commits) or "no run recorded its commit") + ".", "",
+        test_sets(grid.reference.get("test_set"), ran), "",
+        "## Files", "",
+        "`index.jsonl` has one line per cell (`datasets.load_dataset(\"json\", data_files=\"index.jsonl\")`); "
+        "its paths are relative to this folder. Each cell's folder holds:", "",
+        "- `gold/train.conll`, `gold/dev.conll`: the gold sample the run drew (S0), one `word<TAB>tag` a line;",
+        "- `gold+aug.conll`: what the cell's final tagger trained on (S6: the gold sample, then the augmentations);",
+        "- `aug.conll`: the augmentations alone; `report.json`: what S6 counted, kept and dropped, and why;",
+        "- `predictions/<test set>.conll`: `word<TAB>gold tag<TAB>predicted tag` of the scored tagger;",
+        "- `result.json`: the scores (overall, per type, per length, per test set), the whole config, the "
+        "timings and the checkout that ran it.", "",
+        "A Gold-only cell has no augmentations: its tagger trained on `gold/train.conll`.", "",
+        *(["## Not in this folder", "", *not_done, ""] if not_done else []),
+    ])

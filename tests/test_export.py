@@ -1,0 +1,62 @@
+"""A table's artifacts exported in one folder: each cell's files copied, an index `datasets` loads, a card."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+
+from aclm.base.paths import PROJECT_ROOT
+from aclm.experiments.grid import load_grid, selected_cells, selection
+from aclm.run import layout
+
+SLICE = ["profile=tiny", "langs=en", "sizes=100", "seeds=1", "methods=gold_only,lwtr,daga"]
+
+
+def fake_runs(run_dir) -> None:
+    """Gold-only and LwTR finished (files as their stages write them), DAGA failed."""
+    cells = {c.method: c for c in selected_cells(load_grid("table1"), selection([*SLICE, f"run_dir={run_dir}"]))}
+    for cell in cells.values():
+        data = cell.layout.stage(layout.DATA)
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "train.conll").write_text("john\tB-PER\nran\tO\n\n")
+        (data / "dev.conll").write_text("mary\tB-PER\n\n")
+    for method, f1 in (("gold_only", 21.5), ("lwtr", 24.0)):
+        scores = cells[method].result_path.parent
+        (scores / layout.PREDICTIONS).mkdir(parents=True)
+        (scores / layout.PREDICTIONS / "multiconer_en.conll").write_text("paris\tB-LOC\tB-LOC\n\n")
+        (scores / layout.RESULT).write_text(json.dumps({"f1": f1, "checkout": {"commit": "abc123", "dirty": False},
+                                                         "sizes": {"test:multiconer/en": 1}}))
+    s6 = cells["lwtr"].layout.stage(layout.S6)
+    s6.mkdir(parents=True)
+    (s6 / layout.AUG).write_text("joan\tB-PER\nran\tO\n\n")
+    (s6 / layout.GOLD_AUG).write_text("john\tB-PER\nran\tO\n\njoan\tB-PER\nran\tO\n\n")
+    (s6 / layout.REPORT).write_text(json.dumps({"added": 1}))
+    cells["daga"].failed_path.parent.mkdir(parents=True)
+    cells["daga"].failed_path.write_text(json.dumps({"error": "error: out of memory"}))
+
+
+def test_export_copies_each_cell_and_writes_an_index_datasets_loads(tmp_path):
+    import datasets
+
+    fake_runs(tmp_path / "runs")
+    done = subprocess.run([sys.executable, "scripts/export_table.py", "table1", *SLICE, f"run_dir={tmp_path / 'runs'}",
+                           "--out", str(tmp_path / "exports"), "--tar"], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    root = tmp_path / "exports" / "tiny" / "table1"
+    index = datasets.load_dataset("json", data_files=str(root / "index.jsonl"), split="train")
+    rows = {row["method"]: row for row in index}
+    assert set(rows) == {"gold_only", "lwtr", "daga"}
+    assert (rows["lwtr"]["status"], rows["lwtr"]["f1"], rows["gold_only"]["f1"]) == ("ok", 24.0, 21.5)
+    assert rows["daga"]["status"] == "failed" and rows["daga"]["error"] == "error: out of memory"
+    assert (root / rows["lwtr"]["train"]).read_text().count("\n\n") == 2          # gold + 1 augmentation
+    assert (root / rows["lwtr"]["augmentations"]).read_text() == "joan\tB-PER\nran\tO\n\n"
+    assert rows["gold_only"]["train"] == rows["gold_only"]["gold_train"] and rows["gold_only"]["augmentations"] is None
+    assert (root / rows["gold_only"]["predictions"][0]).read_text() == "paris\tB-LOC\tB-LOC\n\n"
+    card = (root / "README.md").read_text()
+    assert "Profile `tiny`; 2 of 3 cells ran" in card and "`abc123`" in card and "daga on multiconer/en" in card
+    assert "Paper: the official MultiCoNER v1 test sets" in card                  # which test set each side used
+    with tarfile.open(tmp_path / "exports" / "tiny" / "table1.tar.gz") as packed:
+        assert "table1/index.jsonl" in packed.getnames()
