@@ -152,3 +152,14 @@ def test_generation_batches_hold_one_language():
     assert sorted(j for b in out for j in b) == list(range(7))
     assert all(len({codes[j] for j in b}) == 1 and len(b) <= 2 for b in out)
     assert [len(jobs[j].template) for j in out[0]] == sorted((len(jobs[j].template) for j in out[0]), reverse=True)
+
+
+def test_the_generator_keeps_its_losses_per_epoch(finished):
+    from aclm.steps.generator import epoch_losses
+
+    table = (RunLayout.of(finished).stage(layout.S4) / "loss.tsv").read_text().splitlines()
+    assert table[0] == "EPOCH\tTRAIN_LOSS\tDEV_LOSS" and len(table) == 1 + finished.generator.epochs
+    history = [{"loss": 2.0, "epoch": 0.5}, {"loss": 1.0, "epoch": 1.0}, {"eval_loss": 1.5, "epoch": 1.0},
+               {"eval_loss": 1.2, "epoch": 2.0}]                     # epoch 2 logged no training loss
+    assert epoch_losses(history) == [{"epoch": 1.0, "train_loss": 1.5, "dev_loss": 1.5},
+                                     {"epoch": 2.0, "train_loss": None, "dev_loss": 1.2}]

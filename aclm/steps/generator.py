@@ -20,6 +20,7 @@ from torch.utils.data import Dataset
 from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq, PreTrainedTokenizerBase,
                           Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback)
 
+from aclm.base.io import atomic_write_text
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
 from aclm.steps.labels import label_tokens, label_words
@@ -122,6 +123,27 @@ def best_evaluation(trainer) -> dict:
     return min((e for e in trainer.state.log_history if "eval_loss" in e), key=lambda e: e["eval_loss"])
 
 
+def epoch_losses(log_history: Sequence[dict]) -> list[dict]:
+    """Per epoch, the mean of the training losses the trainer logged in it (None: none logged, fewer steps than
+    the logging interval) and the dev loss at its end."""
+    rows: list[dict] = []
+    for evaluation in (entry for entry in log_history if "eval_loss" in entry):
+        start = rows[-1]["epoch"] if rows else 0.0
+        losses = [e["loss"] for e in log_history if "loss" in e and start < e["epoch"] <= evaluation["epoch"]]
+        rows.append({"epoch": evaluation["epoch"], "train_loss": sum(losses) / len(losses) if losses else None,
+                     "dev_loss": evaluation["eval_loss"]})
+    return rows
+
+
+def write_loss_table(rows: Sequence[dict], path: Path) -> None:
+    """The epochs' losses as a tab-separated table, as flair's ``loss.tsv`` keeps S1's."""
+    def cell(loss: float | None) -> str:
+        return "-" if loss is None else f"{loss:.4f}"
+
+    lines = [f"{row['epoch']:g}\t{cell(row['train_loss'])}\t{cell(row['dev_loss'])}\n" for row in rows]
+    atomic_write_text(path, "EPOCH\tTRAIN_LOSS\tDEV_LOSS\n" + "".join(lines))
+
+
 def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: tuple[list[list[Piece]], list[str]],
              languages: dict[str, list[str]], types: Sequence[str], out_dir: Path, work_dir: Path, seed: int,
              device: torch.device) -> dict:
@@ -142,6 +164,7 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     show_progress(trainer, "fine-tune generator").train()
     trainer.save_model(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
+    write_loss_table(epoch_losses(trainer.state.log_history), out_dir / "loss.tsv")
     best = best_evaluation(trainer)
     log.info("generator fine-tuned: best dev loss %.4f at epoch %s of %d", best["eval_loss"], best["epoch"], cfg.epochs)
     return {"best_dev_loss": best["eval_loss"], "best_epoch": best["epoch"], "epochs": cfg.epochs,
