@@ -428,7 +428,7 @@ def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
     from aclm.tables.tabulate import tabulate
 
     written = [p for grid, report in tabulate([str(any_runs)]) for p in write_report(report, grid, tmp_path / "out")]
-    assert sorted(p.name for p in written) == ["f1.csv", "f1.md", "f1.tex", "per_type.csv", "per_type.md",
+    assert sorted(p.name for p in written) == ["f1.csv", "f1.md", "f1.png", "f1.tex", "per_type.csv", "per_type.md",
                                                "per_type.tex"]
     csv = pd.read_csv(tmp_path / "out" / "f1.csv")
     aclm = csv[(csv["method_id"] == "aclm") & (csv["column"] == "multiconer/de gold300")].iloc[0]

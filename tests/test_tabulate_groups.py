@@ -167,7 +167,7 @@ def test_the_script_writes_labelled_entries_to_every_format(two_profiles, one_pr
 
 def test_write_report_still_writes_each_format(one_profile, tmp_path):
     written = [p.name for grid, report in tabulate([str(one_profile)]) for p in write_report(report, grid, tmp_path)]
-    assert sorted(written) == ["f1.csv", "f1.md", "f1.tex", "per_type.csv", "per_type.md", "per_type.tex"]
+    assert sorted(written) == ["f1.csv", "f1.md", "f1.png", "f1.tex", "per_type.csv", "per_type.md", "per_type.tex"]
 
 
 def test_older_results_without_a_config_stay_one_entry_with_their_failed_seed(tmp_path):

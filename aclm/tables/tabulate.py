@@ -373,7 +373,8 @@ def table_grid(name: str, runs: Sequence[FoundRun], paper: Optional[Grid]) -> tu
         order += [c.format() for c in columns if c.format() not in order]
     grid = Grid(name=name, title=f"{title}, beside {paper.title}" if paper else title,
                 reference=dict(paper.reference) if paper else {}, seeds=(), method_names=method_names(runs, paper),
-                index=dict(index), blocks=tuple(blocks), compare=comparison(runs))
+                index=dict(index), blocks=tuple(blocks), compare=comparison(runs),
+                plot={"x": "method", "y": order} if name == "f1" else {})      # a panel per column, ours and paper
     return grid, sorted(placed, key=run_order), order
 
 
