@@ -159,7 +159,8 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
     here = RunLayout.of(cfg)
     with folder_lock(here.root, here.method_dir.name, here.method_dir, wait=wait), logging_to(here.log_path):
         log.info("run of %s (%s)", cfg.method, " ".join(sys.argv))
-        return _run_steps(cfg, steps, by_name, until, forced, done)
+        return _run_steps(cfg, steps, by_name, until, forced, done,
+                          {step.name: recorded_seconds(cfg, step.name) or 0.0 for step in steps})
 
 
 def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
@@ -187,7 +188,10 @@ def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
 
 
 def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], until: str | None,
-               forced: set[str], done: dict[str, Path]) -> dict[str, Path]:
+               forced: set[str], done: dict[str, Path], estimates: Mapping[str, float] | None = None
+               ) -> dict[str, Path]:
+    """Run (or, planning, check) ``steps`` in order into ``done``; with ``estimates`` (seconds a stage took in
+    this profile's runs), say after each stage how long the rest may take."""
 
     def run(step: Step, again: bool = False) -> Path:
         upstream: dict = {argument: done[source] for argument, source in step.inputs.items()}
@@ -199,7 +203,7 @@ def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], unt
             upstream["chain"] = dict(done)
         return step.stage(cfg, force=again or step.name in forced, **upstream)
 
-    for step in steps:
+    for at, step in enumerate(steps, 1):
         check_interrupted()
         try:
             done[step.name] = run(step)
@@ -210,6 +214,10 @@ def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], unt
             return done
         if step.frees:
             prune(done[step.frees])
+        if estimates and at < len(steps):
+            left = sum(estimates[s.name] for s in steps[at:])
+            log.info("%d of %d stages done; the rest takes up to about %.1f min (as in this profile's runs)", at,
+                     len(steps), left / 60)
     return done
 
 
