@@ -176,3 +176,17 @@ def test_a_model_neither_cached_nor_reachable_is_named_in_one_line_within_second
     assert reason in named[0], named[0]
     assert not any(word in output for word in ("Retrying", "MaxRetryError", "Max retries")), output[-2000:]
     assert seconds < startup + 8, "transformers' retries take close to a minute: the one probe takes 3 s at most"
+
+
+def test_a_run_stopping_early_is_checked_for_the_models_its_stages_load(monkeypatch, tmp_path, shared_data):
+    from aclm.run.chain import chain
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))         # nothing cached
+    cfg = load_config(["profile=paper", "method=aclm", f"data_dir={shared_data}"])
+    steps = chain(cfg)
+    up_to_s2 = [key for step in steps[:3] for key in step.config_keys(cfg)]   # data, S1, S2
+    everything = [key for step in steps for key in step.config_keys(cfg)]
+    assert sorted(check_setting(cfg, up_to_s2).errors) == sorted(
+        e for e in check_setting(cfg, everything).errors if "(ner.model)" in e)
+    assert any("(generator.model)" in e for e in check_setting(cfg, everything).errors)

@@ -155,7 +155,8 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
     done: dict[str, Path] = {}
     if in_planning():
         return _run_steps(cfg, steps, by_name, until, forced, done)
-    preflight(cfg)
+    will_run = steps[:names.index(until) + 1] if until else steps
+    preflight(cfg, [key for step in will_run for key in step.config_keys(cfg)])
     here = RunLayout.of(cfg)
     with folder_lock(here.root, here.method_dir.name, here.method_dir, wait=wait), logging_to(here.log_path):
         log.info("run of %s (%s)", cfg.method, " ".join(sys.argv))

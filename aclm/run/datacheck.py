@@ -106,8 +106,9 @@ def missing_files(files: dict[str, Path], cfg: DictConfig) -> list[str]:
     return problems
 
 
-def model_keys(cfg: DictConfig) -> list[str]:
-    """The config keys naming a model this run's method loads."""
+def model_keys(cfg: DictConfig, reads: Sequence[str] | None = None) -> list[str]:
+    """The config keys naming a model this run's method loads (with ``reads``, the config keys of the stages
+    that will run: only the models those stages read)."""
     from aclm.base import registry
 
     method = registry.get(cfg.method)
@@ -119,12 +120,14 @@ def model_keys(cfg: DictConfig) -> list[str]:
     keys += [f"{section}.model" for section in method.keys if OmegaConf.select(cfg, f"{section}.model")]
     if "generation.mixner.embedder" in method.keys and cfg.melm.code_mix:   # MELM's code-mixing embeds with it
         keys.append("generation.mixner.embedder")
+    if reads is not None:
+        keys = [k for k in keys if any(k == r or k.startswith(r + ".") for r in reads)]
     return keys
 
 
-def model_problems(cfg: DictConfig) -> dict[str, str]:
-    """Config key -> why the model it names cannot load here, for each model the run loads."""
-    named = {key: str(OmegaConf.select(cfg, key)) for key in model_keys(cfg)}
+def model_problems(cfg: DictConfig, reads: Sequence[str] | None = None) -> dict[str, str]:
+    """Config key -> why the model it names cannot load here, for each model the run loads (:func:`model_keys`)."""
+    named = {key: str(OmegaConf.select(cfg, key)) for key in model_keys(cfg, reads)}
     return {key: problem for key, name in named.items() if (problem := model_problem(key, name))}
 
 
@@ -317,9 +320,9 @@ def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) 
 
 # --- the check ---------------------------------------------------------------------------------
 
-def check_setting(cfg: DictConfig) -> Report:
+def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report:
     """Check every file and model a setting reads; never raises for what it finds (see Report)."""
-    models = model_problems(cfg)
+    models = model_problems(cfg, reads)
     report = Report(errors=list(models.values()))
     code_mix = code_mix_problem(cfg)
     if code_mix:
@@ -374,10 +377,11 @@ def _cached_read(path: str, size: int, mtime_ns: int, fmt: str, empty_token: str
     return tuple(read_conll(path, fmt, empty_token))
 
 
-def preflight(cfg: DictConfig) -> Report:
-    """The check a run makes first: errors raise :class:`DataError` (nothing has trained yet)."""
+def preflight(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report:
+    """The check a run makes first: errors raise :class:`DataError` (nothing has trained yet).  ``reads``: the
+    config keys of the stages that will run, so that a run stopping at S2 needs no generator."""
     start = time.perf_counter()
-    report = check_setting(cfg)
+    report = check_setting(cfg, reads)
     report.log()
     report.raise_errors()
     log.info("data check: %d file(s), %d sentences, %d warning(s), %.1f s", len(report.files),
