@@ -13,10 +13,9 @@ perplexities (cached in ``<out>/<profile>/perplexity_cache.json``).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from aclm.experiments.grid import SELECTION, GridError, grid_names, load_grid, selected_cells, selection
+from aclm.experiments.grid import SELECTION, grid_names, grid_script, load_grid, selected_cells, selection
 from aclm.tables.perplexity import MODES
 from aclm.tables.report import PerplexityCache, build_report, write_report
 
@@ -44,8 +43,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except GridError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    grid_script(main)

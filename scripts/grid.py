@@ -26,10 +26,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from aclm.base.runtime import Interrupted, handle_signals
-from aclm.experiments.grid import (SELECTION, SLICES, GridError, cell_command, conflicts, expand, fragment_path,
-                              grid_names, load_grid, makefile, parse_slice, prune_finished_s1, run_cell, selected_cells,
-                              selection, with_prerequisites, write_makefile)
+from aclm.base.runtime import handle_signals
+from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, expand, fragment_path, grid_names,
+                                   grid_script, load_grid, makefile, parse_slice, prune_finished_s1, run_cell,
+                                   selected_cells, selection, with_prerequisites, write_makefile)
 from aclm.experiments.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
 
@@ -126,10 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except GridError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    except Interrupted as stop:             # the cell's run was stopped with it (run_cell)
-        sys.exit(stop.exit_code)
+    grid_script(main)

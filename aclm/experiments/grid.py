@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import yaml
 from omegaconf import OmegaConf
@@ -68,6 +68,7 @@ from aclm.base import registry
 from aclm.base.config import load_config
 from aclm.base.io import atomic_write_text, read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
+from aclm.base.runtime import Interrupted
 from aclm.run.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_name
 from aclm.run.stages import Stale, planning, prune
 
@@ -465,6 +466,18 @@ def write_makefile(path: Path, text: str) -> Path:
 
 
 # --- one cell, recording failures ----------------------------------------------------------
+
+def grid_script(main: Callable[[], None]) -> None:
+    """A grid script's entry point: a :class:`GridError` is one line and exit status 2; a stop (SIGINT,
+    SIGTERM, which :func:`run_cell` passes on to the run) exits 130 / 143."""
+    try:
+        main()
+    except GridError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except Interrupted as stop:
+        sys.exit(stop.exit_code)
+
 
 def failure(failed: Path) -> str:
     """The error a failed run recorded in its ``failed.json`` (:func:`run_cell` writes it)."""
