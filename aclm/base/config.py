@@ -497,6 +497,17 @@ def package_folder(spec: str) -> Path:
     return folder
 
 
+def flatten(node: dict, prefix: str = "") -> dict[str, Any]:
+    """A nested config (plain dicts) as dotted keys and their values; an empty section is a value ({})."""
+    flat: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def to_dict(obj: Any) -> Any:
     """Plain Python values (for JSON) from configs, possibly nested in dicts and lists."""
     if isinstance(obj, (DictConfig, ListConfig)):

@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import ConfigError, key_help, load_config, schema_keys, to_dict
+from aclm.base.config import ConfigError, flatten, key_help, load_config, schema_keys, to_dict
 from aclm.base.data import DataError
 from aclm.base.runtime import Interrupted, RunError, check_interrupted, handle_signals, setup_logging
 from aclm.run import layout, outputs
@@ -102,14 +102,11 @@ def keys_help(overrides: Sequence[str], stages: Sequence[str]) -> str:
 
 def leaf_keys(cfg: DictConfig, reads: Sequence[str]) -> list[str]:
     """The keys under ``reads`` (a key, or a section: every key in it), in the config's order."""
-    def walk(node, prefix: str):
-        if isinstance(node, DictConfig) and len(node):
-            for child in node:
-                yield from walk(node[child], f"{prefix}{child}.")
-        else:
-            yield prefix.rstrip(".")
-
-    return [k for read in reads for k in walk(OmegaConf.select(cfg, read), read + ".")]
+    keys = []
+    for read in reads:
+        node = to_dict(OmegaConf.select(cfg, read))
+        keys += [f"{read}.{key}" for key in flatten(node)] if isinstance(node, dict) and node else [read]
+    return keys
 
 
 def main_guard(main: Callable[[], None]) -> None:

@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import config_hash, load_config, to_dict
+from aclm.base.config import config_hash, flatten, load_config, to_dict
 from aclm.run import layout
 from aclm.run.chain import chain
 from aclm.run.stages import SHARED
@@ -35,19 +35,11 @@ COORDINATES = ("profile", "method", "dataset", "gold", "seed", "variant", "setti
 MAX_NAME = 80
 
 
-def _keys(node, prefix: str = "") -> Iterable[str]:
-    if isinstance(node, dict) and node:
-        for key, value in node.items():
-            yield from _keys(value, f"{prefix}{key}.")
-    else:
-        yield prefix.rstrip(".")
-
-
 def overridden_keys(overrides: Sequence[str], config_files: Sequence[str] = ()) -> list[str]:
     """The dotted keys the command line and the extra files set."""
     keys = {word.split("=", 1)[0] for word in overrides}
     for path in config_files:
-        keys.update(_keys(to_dict(OmegaConf.load(path))))
+        keys.update(flatten(to_dict(OmegaConf.load(path))))
     return sorted(k for k in keys if k.split(".")[0] not in COORDINATES)
 
 

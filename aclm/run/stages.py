@@ -51,7 +51,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import config_hash, to_dict
+from aclm.base.config import config_hash, flatten, to_dict
 from aclm.base.datasets import resolve_data_dir
 from aclm.base.io import atomic_dir, read_json, sha256_path, write_json
 from aclm.base.runtime import PeakMemory, check_interrupted
@@ -149,12 +149,6 @@ def identity(config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (), co
             "code": dict(code or {}), "version": version}
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
-    return {prefix.rstrip("."): value}
-
-
 def _changed(old: Mapping, new: Mapping) -> list[str]:
     return sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
 
@@ -168,7 +162,7 @@ def why_stale(out_dir: Path, now: dict) -> str | None:
     if before is None:
         return "stamped by an older version of the project"
     reasons = []
-    keys = _changed(_flat(before["config"]), _flat(now["config"]))
+    keys = _changed(flatten(before["config"]), flatten(now["config"]))
     if keys:
         reasons.append("config changed: " + ", ".join(keys))
     if before["version"] != now["version"]:

@@ -54,6 +54,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from aclm.base.config import flatten
 from aclm.base.io import read_json
 from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
@@ -174,13 +175,6 @@ def identify(path: Path) -> FoundRun:
 
 # --- which runs are seeds of one entry -----------------------------------------------------
 
-def flat(node: Any, prefix: str = "") -> dict[str, str]:
-    """A nested config as dotted keys and JSON values (a list, or an empty section, is one value)."""
-    if isinstance(node, dict) and (node or not prefix):
-        return {k: v for key, value in node.items() for k, v in flat(value, f"{prefix}{key}.").items()}
-    return {prefix[:-1]: json.dumps(node, sort_keys=True)}
-
-
 def is_compared(key: str) -> bool:
     return key not in NOT_COMPARED and key.split(".")[0] not in WHERE_SECTIONS
 
@@ -188,7 +182,7 @@ def is_compared(key: str) -> bool:
 def compared(config: dict) -> Settings:
     """What of a run's recorded config must be equal for two runs to be seeds of one entry: all of it but
     ``seed`` and where files live (``data_dir``, ``run_dir``, ``device``, ``storage.*``)."""
-    return tuple(sorted((k, v) for k, v in flat(config).items() if is_compared(k)))
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in flatten(config).items() if is_compared(k)))
 
 
 def agrees(value: str, given: str) -> bool:
