@@ -154,7 +154,10 @@ def test_editing_a_step_module_reruns_its_stage_and_those_after_it_only(tiny_mod
 
     # a comment and a docstring change nothing; the keyword step's code re-runs S2 and what follows
     def planned() -> dict[str, str]:
-        return dict(line.split(None, 1) for line in run("--dry-run").stdout.splitlines())
+        """Stage -> its state, as --dry-run prints them (before each guessed time; then a total line)."""
+        *stages, total = run("--dry-run").stdout.splitlines()
+        assert total.startswith("about ")
+        return {name: re.sub(r"  \[.*\]$", "", state) for name, state in (line.split(None, 1) for line in stages)}
 
     edit(code / "aclm/steps/keywords.py", '"""S2: ', '"""Edited: S2: ')
     edit(code / "aclm/steps/keywords.py", "\ndef stopwords(", "\n# a comment\ndef stopwords(")
