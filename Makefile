@@ -17,18 +17,19 @@ given    = $(if $(filter command environment,$(firstword $(origin $(1)))),$(if $
 SETTING  = $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(call given,GOLD,gold) $(call given,SEED,seed) $(ARGS))
 TINY     = models/tiny/manifest.json
 MINI_GEN = models/mini/manifest.json
+MINI_WARM = models/mini-warm/manifest.json
 PAPER_SHAPE = models/paper_shape/manifest.json
 # where every target finds the datasets: $ACLM_DATA_DIR when set, else ../shared/data when it is there, else ./data
 export ACLM_DATA_DIR ?= $(if $(wildcard ../shared/data/.),$(abspath ../shared/data),$(abspath data))
 # the models a profile's runs need that are built here, not downloaded: each is made first when missing
 # (the mini profile's tagger is an installed package; its generator, for ACLM and MulDA, is built here)
 TAGGER_MODELS  = $(if $(filter tiny smoke,$(PROFILE)),$(TINY)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
-PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN))
+PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter mini_warm,$(PROFILE)),$(MINI_WARM))
 # a method with a pretrained generator (the method table's `generator`: ACLM's, MulDA) needs the profile's too
 GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
 METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
 
-.PHONY: FORCE setup test test-all demo tiny-models mini-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
+.PHONY: FORCE setup test test-all demo tiny-models mini-generator warm-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -50,6 +51,9 @@ tiny-models: $(TINY)  ## small random-weight models of the paper's architectures
 $(MINI_GEN): FORCE
 	$(PYTHON) tools/pretrain_generator.py --out models/mini
 
+$(MINI_WARM): FORCE
+	$(PYTHON) tools/pretrain_generator.py --kind bert2bert --out models/mini-warm
+
 # the tokenizers learn from MultiCoNER en's train text where it is there (realistic sequence lengths)
 $(PAPER_SHAPE):
 	text=$$ACLM_DATA_DIR/multiconer/en/train_full.conll; \
@@ -58,6 +62,8 @@ $(PAPER_SHAPE):
 paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes (6.9 GB, about 1 min)
 
 mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal en text (~15 min, 2 cores)
+
+warm-generator: $(MINI_WARM)  ## mini_warm's generator: BERT2BERT warm-started from MiniLM, same denoising (~25 min, 2 cores)
 
 FAST_TIER = not slow and not real_weights and not slurm and not cuda
 
@@ -106,15 +112,19 @@ clean:  ## delete runs/ and the tiny and paper-size models built here (not the m
 # of a setting share S1), each slice gets its own fragment:
 #   CUDA_VISIBLE_DEVICES=0 make reproduce-table1 LANGS=en,bn,hi,de,es &
 #   CUDA_VISIBLE_DEVICES=1 make reproduce-table1 LANGS=ko,nl,ru,tr,zh &
+# TEST_SET=official: a MultiCoNER grid on the official MultiCoNER v1 test sets (the release under
+# $ACLM_DATA_DIR/multiconer_official/; configs/datasets.yaml), not the data folder's 2,000-sentence slices.
 # GNU parallel / Slurm job arrays: `scripts/grid.py list TABLE --phase N` (see aclm/experiments/grid.py).
 LANGS   ?=
 SIZES   ?=
 METHODS ?=
 SEEDS   ?=
+TEST_SET ?=
 RUNS    ?= runs
 RESULTS ?= results
 GRID_ARGS = profile=$(PROFILE) run_dir=$(RUNS) $(if $(LANGS),langs=$(LANGS)) \
-            $(if $(SIZES),sizes=$(SIZES)) $(if $(METHODS),methods=$(METHODS)) $(if $(SEEDS),seeds=$(SEEDS))
+            $(if $(SIZES),sizes=$(SIZES)) $(if $(METHODS),methods=$(METHODS)) $(if $(SEEDS),seeds=$(SEEDS)) \
+            $(if $(TEST_SET),test_set=$(TEST_SET))
 
 define reproduce_grid
 	+@frag=$$($(PYTHON) scripts/grid.py makefile $(1) $(GRID_ARGS) --python $(PYTHON)) || exit 1; \

@@ -9,15 +9,20 @@ position is refilled with words seen opening a name and a continuation
 position with words seen continuing one, which is what the tag sequence (left
 untouched) asserts about them.
 
-Two variants (``lwtr.variant``):
+Three variants (``lwtr.variant``):
 
 * ``paper``: every token may be replaced; an augmentation that copies its
   source or repeats an earlier one of the same source is dropped.
-* ``released``: what the LwTR files shipped with the authors' code show (no
+* ``released``: the rule the LwTR files shipped with the authors' code show (no
   LwTR code was released; docs/reference-code.md gives the evidence): the
   words of NLTK's English stop-word list are never replaced and never drawn,
   in every language, and every augmentation is kept, copies and repeats
-  included, so each gold sentence gets exactly R.
+  included, so each gold sentence gets exactly R. Python's generator, seeded
+  with the run's seed, rounds as the outer loop.
+* ``replay``: the same rule, drawn as the released files were (:func:`replay`):
+  numpy's legacy Mersenne Twister from ``lwtr.replay_seed`` (26), a coin for
+  every token, each sentence's R augmentations in a row. On the released gold
+  samples it writes the released files' augmentations word for word.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 from typing import Sequence
+
+import numpy as np
 
 from aclm.base.augmentation import kept_row
 from aclm.base.data import TaggedSentence
@@ -45,12 +52,15 @@ now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't h
 hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn
 shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
 """.split())
-VARIANTS = ("paper", "released")
+VARIANTS = ("paper", "released", "replay")
+#: The numpy seed the released LwTR files were drawn from: Dai & Adel's LwTR script seeds numpy with half its
+#: ``--seed``, 52 by default (docs/reference-code.md).
+RELEASED_SEED = 26
 
 
 def is_fixed(token: str, variant: str) -> bool:
     """Whether ``token`` stays out of replacement, as a replaced token and as a drawn one."""
-    return variant == "released" and token.lower() in ENGLISH_FUNCTION_WORDS
+    return variant in ("released", "replay") and token.lower() in ENGLISH_FUNCTION_WORDS
 
 
 def token_distribution(sentences: Sequence[TaggedSentence], variant: str = "paper") -> Distribution:
@@ -95,36 +105,76 @@ def replace(sentence: TaggedSentence, dist: Distribution, p: float, rng: random.
     return TaggedSentence(tokens, list(sentence.tags))
 
 
+def replay(sentences: Sequence[TaggedSentence], p: float, rounds: int,
+           seed: int = RELEASED_SEED) -> list[TaggedSentence]:
+    """``rounds`` augmentations of each sentence, drawn in the order the released LwTR files were.
+
+    One ``numpy.random.RandomState(seed)`` (the generator behind numpy's legacy global functions, so
+    ``numpy.random.seed(seed)`` gives the same stream; a private one leaves numpy's global state alone)
+    draws everything, sentence by sentence and, within a sentence, augmentation by augmentation. An
+    augmentation takes a coin for every token at once (``binomial(1, p, len)``), function words included;
+    then, left to right, each token whose coin came up and that is not a function word takes one
+    frequency-weighted draw (``choice``) from its label's pool (:func:`token_distribution`, in first-seen
+    order), which may return the word already there. A function word's coin is spent and changes nothing.
+    Each augmentation's ``meta`` holds ``source_index``, ``round`` and ``redrawn`` (the positions drawn).
+    """
+    dist = token_distribution(sentences, "replay")
+    pools = {tag: (words, np.array(shares)) for tag, (words, shares) in dist.items()}
+    rng = np.random.RandomState(seed)
+    out = []
+    for index, source in enumerate(sentences):
+        for round_ in range(rounds):
+            tokens, redrawn = list(source.tokens), []
+            for j, coin in enumerate(rng.binomial(1, p, len(tokens))):
+                if coin and not is_fixed(tokens[j], "replay"):
+                    words, shares = pools[source.tags[j]]
+                    tokens[j] = words[rng.choice(len(words), p=shares)]
+                    redrawn.append(j)
+            out.append(TaggedSentence(tokens, list(source.tags),
+                                      {"source_index": index, "round": round_, "redrawn": redrawn}))
+    return out
+
+
 def augment(sentences: Sequence[TaggedSentence], p: float, rounds: int,
             seed: int, variant: str = "paper") -> tuple[list[TaggedSentence], dict[str, int]]:
-    """``rounds`` passes of :func:`replace` over every sentence, with the drop counts.
+    """``rounds`` augmentations of every sentence, with the drop counts.
 
-    Rounds are the outer loop and one generator drives every draw, so the
-    augmentations of R rounds start with exactly those of fewer rounds (an
-    R sweep is nested).  Under ``paper`` the shared
+    Under ``paper`` and ``released`` rounds are the outer loop and one
+    ``random.Random(seed)`` drives every :func:`replace`, so the augmentations
+    of R rounds start with exactly those of fewer rounds (an R sweep is
+    nested). Under ``replay`` :func:`replay` draws them, ``seed`` seeding
+    numpy, each sentence's R in a row. Under ``paper`` the shared
     :func:`aclm.steps.screening.screen` drops and counts an augmentation identical
     to its source (``copy``) or to an earlier augmentation of the same source
-    (``duplicate``); under ``released`` it keeps them all.  Each kept one
+    (``duplicate``); the other variants keep them all. Each kept one
     records its source's index and its round in ``meta``.
     """
     if variant not in VARIANTS:
         raise ValueError(f"lwtr.variant={variant!r} is not one of {VARIANTS}")
-    dist = token_distribution(sentences, variant)
-    rng = random.Random(seed)
-    drawn = [(round_, index, replace(source, dist, p, rng, variant))
-             for round_ in range(rounds) for index, source in enumerate(sentences)]
+    if variant == "replay":
+        drawn = [(new.meta["round"], new.meta["source_index"], new) for new in replay(sentences, p, rounds, seed)]
+    else:
+        dist = token_distribution(sentences, variant)
+        rng = random.Random(seed)
+        drawn = [(round_, index, replace(source, dist, p, rng, variant))
+                 for round_ in range(rounds) for index, source in enumerate(sentences)]
     is_copy = (lambda i, new: new.tokens == sentences[drawn[i][1]].tokens) if variant == "paper" else None
     screened, counts = screen([index for _, index, _ in drawn], [new for *_, new in drawn], is_copy=is_copy,
                               dedupe="parsed" if variant == "paper" else "off")
     kept: list[TaggedSentence] = []
     for (round_, index, new), verdict in zip(drawn, screened):
         if verdict.status == KEPT:
-            new.meta = {"method": "lwtr", "source_index": index, "round": round_}
+            new.meta.update(method="lwtr", source_index=index, round=round_)
             kept.append(new)
     return kept, counts
 
 
 def augment_gold(c, gold) -> tuple[list[dict], dict]:
-    """The method table's entry point: R rounds over the gold sentences, rows for generations.jsonl."""
-    augmented, counts = augment(gold.train, c.lwtr.p, c.generation.rounds, c.seed, c.lwtr.variant)
+    """The method table's entry point: R rounds over the gold sentences, rows for generations.jsonl.
+
+    ``replay`` draws from ``lwtr.replay_seed`` (the same augmentations for every run seed, as the released
+    files are one per sample); the other variants from the run's seed.
+    """
+    seed = c.lwtr.replay_seed if c.lwtr.variant == "replay" else c.seed
+    augmented, counts = augment(gold.train, c.lwtr.p, c.generation.rounds, seed, c.lwtr.variant)
     return [kept_row(s, [s.meta["source_index"]], round=s.meta["round"]) for s in augmented], counts

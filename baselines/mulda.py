@@ -30,7 +30,8 @@ from aclm.base.data import TaggedSentence
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
 from aclm.steps.constraints import LabelGrammar, TokenClasses, sampling_arguments
-from aclm.steps.generator import best_evaluation, language_code, load_generator, training_arguments
+from aclm.steps.generator import (best_evaluation, language_code, load_generator, set_language, target_end,
+                                  target_start, training_arguments)
 from aclm.steps.generation import decode_keeping_labels
 from aclm.steps.labels import label_words
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
@@ -56,16 +57,16 @@ def setup(path: str, language: str, tags: Sequence[str], device: torch.device | 
 
 def training_pair(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase, max_length: int,
                   code: str | None = None) -> dict:
-    """Encoder input: the language code alone; target: ``<code> linearized words </s>``.
+    """Encoder input: the target's first token alone; target: ``<code> linearized words </s>``.
 
     With nothing to condition on, the decoder is a language model of the
-    linearized sentences in that language (``code``, else the tokenizer's).
+    linearized sentences in that language (``code``, else the tokenizer's;
+    a generator without language codes starts with its own first token, BERT's
+    ``[CLS]``).
     """
-    if code is not None:
-        tokenizer.tgt_lang = code
-    code_id = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
+    set_language(tokenizer, code)
     target = tokenizer(text_target=" ".join(linearize(sentence)), max_length=max_length, truncation=True)
-    return {"input_ids": [code_id], "attention_mask": [1], "labels": target["input_ids"]}
+    return {"input_ids": [target_start(tokenizer)], "attention_mask": [1], "labels": target["input_ids"]}
 
 
 def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSentence],
@@ -86,11 +87,11 @@ def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSe
 
 
 def split_output(ids: Sequence[int], eos: int) -> tuple[list[int], bool]:
-    """The sampled ids after ``</s> <code>`` up to the first ``</s>``, and whether there was one.
+    """The sampled ids after ``</s> <code>`` up to the first ``eos``, and whether there was one.
 
-    The decoder starts with ``</s>`` and the forced language code, so only
-    what follows them counts; a sample without a later ``</s>`` was cut off
-    by ``max_length``.
+    The decoder starts with its start token and the forced first token (the
+    language code), so only what follows them counts; a sample without a later
+    ``eos`` was cut off by ``max_length``.
     """
     body = list(ids[2:])
     return (body[:body.index(eos)], True) if eos in body else (body, False)
@@ -98,7 +99,7 @@ def split_output(ids: Sequence[int], eos: int) -> tuple[list[int], bool]:
 
 def decode(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], tag_ids: set[int]) -> Sample:
     """A sample as words (tags as their own words) and whether it ended with ``</s>``."""
-    body, finished = split_output(ids, tokenizer.eos_token_id)
+    body, finished = split_output(ids, target_end(tokenizer))
     return decode_keeping_labels(tokenizer, body, tag_ids).split(), finished
 
 
@@ -115,7 +116,7 @@ def sample(model, tokenizer: PreTrainedTokenizerBase, n: int, cfg: DictConfig, t
     ``entities`` (no template here: the same) a tag token is always followed
     by a word (:class:`aclm.steps.constraints.LabelGrammar`, ``paired=False``).
     """
-    code = tokenizer.convert_tokens_to_ids(tokenizer.tgt_lang)
+    code = target_start(tokenizer)
     tag_ids = set(tokenizer.convert_tokens_to_ids(list(tags)))
     classes = TokenClasses.of(tokenizer, tags) if cfg.constrained != "off" else None
     out: list[Sample] = []
@@ -149,7 +150,7 @@ def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
     log.info("MulDA LM: best dev loss %.4f at epoch %s of %d", best["eval_loss"], best["epoch"], m.epochs)
     samples: list[Sample] = []
     for i, lang in enumerate(sorted(set(gold.languages))):  # R samples per gold sentence of each language
-        tokenizer.tgt_lang = code[lang]
+        set_language(tokenizer, code[lang])
         samples += sample(model, tokenizer, gold.languages.count(lang), m, tags, cfg.seed + 1000 * i, device)
     kept, counts = screen(samples, set(tags), gold.train)
     rows = [kept_row(s, [], sample_index=index) for index, s in kept]

@@ -6,7 +6,9 @@
 
 Files go to ``<out>/<profile>/<table>.{md,csv,tex,png}``.  The cells are
 chosen by ``key=value`` as in scripts/grid.py (``profile=``, ``run_dir=``
-and the slices ``langs= sizes= methods= seeds=``).  Table 3 computes
+and the slices ``langs= sizes= methods= seeds=``; ``test_set=official`` for the runs
+on the official MultiCoNER v1 test sets).  The table names the test sets the
+runs scored on beside the paper's.  Table 3 computes
 perplexities (cached in ``<out>/<profile>/perplexity_cache.json``).
 """
 
@@ -15,7 +17,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aclm.experiments.grid import SELECTION, grid_names, grid_script, load_grid, selected_cells, selection
+from aclm.experiments.grid import (SELECTION, grid_names, grid_script, load_grid, selected_cells, selection,
+                                   with_test_set)
 from aclm.tables.perplexity import MODES
 from aclm.tables.report import PerplexityCache, build_report, write_report
 
@@ -31,8 +34,8 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="device for perplexity (default: cuda if available)")
     args = parser.parse_args()
 
-    grid = load_grid(args.table)
     chosen = selection(args.selection)
+    grid = with_test_set(load_grid(args.table), chosen["test_set"])   # its columns read the runs' test sets
     cells = selected_cells(grid, chosen)
     out = args.out / chosen["profile"]
     perplexity = PerplexityCache(out / "perplexity_cache.json", args.perplexity, args.device)

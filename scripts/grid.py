@@ -12,7 +12,10 @@ The cells are chosen by ``key=value`` as a stage script's config:
 ``profile=`` (default paper), ``run_dir=`` (default runs) and the slices
 ``langs=`` (datasets, or their last part: en matches multiconer/en),
 ``sizes=``, ``methods=`` and ``seeds=`` (replacing the grid's), each a
-comma-separated list.  ``makefile`` writes the fragment atomically
+comma-separated list; ``test_set=official`` scores a MultiCoNER grid on the
+official MultiCoNER v1 test sets instead of the data folder's 2,000-sentence
+slices (default ``slice``; ``makefile``, ``list`` and ``submit`` stop at once
+when the release's files are missing).  ``makefile`` writes the fragment atomically
 (``<run_dir>/<profile>/grids/``) and prints its path.  ``submit`` sends the runs that are not done to Slurm
 (``aclm/experiments/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
 ``--dry-run`` prints the batch scripts instead.  See ``aclm/experiments/grid.py`` for
@@ -28,8 +31,9 @@ from pathlib import Path
 
 from aclm.base.runtime import handle_signals
 from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, expand, fragment_path, grid_names,
-                                   grid_script, load_grid, makefile, parse_slice, prune_finished_s1, run_cell,
-                                   selected_cells, selection, with_prerequisites, write_makefile)
+                                   grid_script, has_multiconer, load_grid, makefile, parse_slice, prune_finished_s1,
+                                   require_test_set_data, run_cell, selected_cells, selection, with_prerequisites,
+                                   with_test_set, write_makefile)
 from aclm.experiments.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
 
@@ -45,7 +49,9 @@ def add_grid_args(parser: argparse.ArgumentParser) -> None:
 
 
 def slices(chosen: dict) -> dict:
-    return {k: parse_slice(chosen[k]) for k in SLICES}
+    """What makes a fragment's file name: the slices, and a test set other than the slice's own."""
+    official = chosen["test_set"] not in (None, "slice")
+    return {**{k: parse_slice(chosen[k]) for k in SLICES}, "test_set": [chosen["test_set"]] if official else None}
 
 
 def add_submit_args(parser: argparse.ArgumentParser) -> None:
@@ -104,12 +110,16 @@ def main() -> None:
         sys.exit(run_cell(args.result, args.overrides))
     chosen = selection(args.selection)
     if args.command == "check":
-        cells = [c for name in grid_names() for c in expand(load_grid(name), chosen["profile"], chosen["run_dir"])]
+        grids = [load_grid(name) for name in grid_names()]
+        grids = [with_test_set(g, chosen["test_set"]) if has_multiconer(g) else g for g in grids]
+        cells = [c for g in grids for c in expand(g, chosen["profile"], chosen["run_dir"])]
         clashes = conflicts(cells)
         print("\n".join(clashes) or f"{len(grid_names())} grids agree on every shared run")
         sys.exit(1 if clashes else 0)
-    grid = load_grid(args.table)
+    grid = with_test_set(load_grid(args.table), chosen["test_set"])
     cells = selected_cells(grid, chosen)
+    if args.command in ("makefile", "list", "submit"):
+        require_test_set_data(cells, chosen["test_set"])
     if args.command == "prune":
         settings, freed = prune_finished_s1(cells)
         print(f"pruned the S1 weights of {settings} finished settings: {freed / 1e9:.2f} GB freed")

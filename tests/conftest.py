@@ -59,6 +59,20 @@ def mini_generator(shared_data) -> Path:
 
 
 @pytest.fixture(scope="session")
+def warm_generator(shared_data) -> Path:
+    """Build (or reuse) models/mini-warm/bert2bert-minilm, the mini_warm profile's generator warm-started from
+    MiniLM (`make warm-generator`, about 22 minutes on 2 idle cores the first time on a machine; then the user
+    cache holds it, as it holds the mini mBART)."""
+    from tools.pretraining import DEFAULT_OUT_DIRS, MODEL_NAMES, pretrain_generator, user_cache
+
+    if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
+        pytest.skip(f"the warm generator's training text (wikineural/en/silver.conllu) is not in {shared_data}")
+    with all_threads():
+        pretrain_generator(DEFAULT_OUT_DIRS["bert2bert"], shared_data, cache=user_cache(), kind="bert2bert")
+    return Path(DEFAULT_OUT_DIRS["bert2bert"]) / MODEL_NAMES["bert2bert"]
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "multiconer" / "en" / "train_full.conll").exists():
         pytest.skip(f"real data not found at {SHARED_DATA} (set ACLM_DATA_DIR to run the integration tests)")

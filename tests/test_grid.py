@@ -124,6 +124,16 @@ def test_prerequisites_s1_and_aclm_for_wikineural():
     assert [c.method for c in needed] == ["gold_only", "aclm", "wikineural"]
 
 
+def test_an_optional_method_runs_only_when_methods_names_it_and_brings_what_it_needs():
+    grid = load_grid("mini_table1")
+    assert "gold_only_budget" not in {c.method for c in expand(grid, "mini")}
+    cells = expand(grid, "mini", sizes="100", methods="gold_only_budget", seeds="1")
+    assert [c.method for c in cells] == ["gold_only_budget"]
+    assert [c.method for c in with_prerequisites(cells)] == ["gold_only", "aclm", "gold_only_budget"]
+    assert [c.method for c in expand(grid, "mini", sizes="100", methods="aclm,gold_only_budget", seeds="1")] == [
+        "aclm", "gold_only_budget"]
+
+
 def rules(text: str) -> dict[str, tuple[str, str]]:
     """target -> (prerequisites, recipe) of a Makefile fragment."""
     out, lines = {}, text.splitlines()

@@ -117,7 +117,7 @@ def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_
         resumed, _ = pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro(), checkpoint_seconds=0)
     assert resumed["resumed_from_step"] == 3 and resumed["steps"] == 6
     assert "removing checkpoint-4: saving it was interrupted" in caplog.text
-    assert "are tied to model.shared.weight, stored once, and restored with it" in caplog.text
+    assert "share a tensor stored once and were restored with it" in caplog.text
     assert not (tmp_path / "b" / pt.WORK_NAME).exists()
     a = (tmp_path / "a" / pt.MODEL_NAME / "model.safetensors").read_bytes()
     assert (tmp_path / "b" / pt.MODEL_NAME / "model.safetensors").read_bytes() == a
@@ -167,7 +167,8 @@ def test_a_resumed_checkpoint_may_lack_only_the_tied_embeddings(tokenizer):
                                                                   "decoder_layers": 1, "encoder_ffn_dim": 16,
                                                                   "decoder_ffn_dim": 16}}), 0)
     tied = {"lm_head.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"}
-    assert pt.tied_to_shared(model) == tied
+    assert pt.restored_with_a_twin(model, sorted(tied)) == tied
+    assert pt.restored_with_a_twin(model, [*tied, "model.shared.weight"]) == set()   # nothing left to restore from
     trainer = SimpleNamespace(model=model)
     check = pt.PretrainingTrainer._issue_warnings_after_load
     check(trainer, SimpleNamespace(missing_keys=sorted(tied), unexpected_keys=[]))
@@ -190,3 +191,36 @@ def test_checkpoints_come_by_the_clock_and_never_at_the_last_step():
         return control.should_save
 
     assert asks(0, 5) and not asks(0, 6) and not asks(60, 5)
+
+
+@pytest.mark.slow
+def test_the_warm_started_build_is_deterministic_and_resumes_to_the_same_weights(shared_data, tmp_path, monkeypatch):
+    """The BERT2BERT kind (tools/warm_start.py) under the same guarantees: killed mid-build, it resumes from its
+    last checkpoint to the weights of a build never stopped."""
+    if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
+        pytest.skip("no WikiNEuRal text in the data folder")
+    micro_warm = {"heldout_share": 0.002, "train": {"steps": 4, "batch_size": 4, "warmup_steps": 1}}
+    whole, _ = pt.pretrain_generator(tmp_path / "a", shared_data, spec=micro_warm, kind="bert2bert")
+    assert whole["model"]["kind"] == "bert2bert" and whole["base"] and whole["steps"] == 4
+
+    class Killed(Exception):
+        pass
+
+    save_rng_state = pt.PretrainingTrainer._save_rng_state
+
+    def killed_while_saving_checkpoint_3(self, output_dir):
+        if output_dir.endswith("checkpoint-3"):
+            raise Killed()
+        save_rng_state(self, output_dir)
+
+    with monkeypatch.context() as m:
+        m.setattr(pt.PretrainingTrainer, "_save_rng_state", killed_while_saving_checkpoint_3)
+        with pytest.raises(Killed):
+            pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro_warm, checkpoint_seconds=0, kind="bert2bert")
+    resumed, _ = pt.pretrain_generator(tmp_path / "b", shared_data, spec=micro_warm, checkpoint_seconds=0,
+                                       kind="bert2bert")
+    assert resumed["resumed_from_step"] == 2 and resumed["fingerprint"] == whole["fingerprint"]
+    name = pt.MODEL_NAMES["bert2bert"]
+    assert (tmp_path / "b" / name / "model.safetensors").read_bytes() == (tmp_path / "a" / name /
+                                                                          "model.safetensors").read_bytes()
+    assert resumed["heldout"] == whole["heldout"]

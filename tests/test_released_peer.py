@@ -394,13 +394,14 @@ def test_each_switch_is_in_its_stages_fingerprint(monkeypatch):
     here = Path(".")
     s5 = stage_config(monkeypatch, pipeline.generation_stage, REFERENCE, data=here, s3_templates=here,
                       s4_generator=here)["generation"]
-    assert (s5["parse"], s5["dedupe"]) == ("released", "raw")
+    assert (s5["parse"], s5["dedupe"], s5["force_first_token"]) == ("released", "raw", False)
     s2 = stage_config(monkeypatch, pipeline.keywords_stage, REFERENCE, data=here, s1_ner=here)["keywords"]
     assert s2["split_commas"] is True
     s6 = stage_config(monkeypatch, pipeline.postprocess_stage, REFERENCE, data=here, generations=here)["postprocess"]
     assert s6["drop_copies"] is False
     lwtr = load_config(["profile=reference_code", "method=lwtr"])
-    assert stage_config(monkeypatch, augment_stage, lwtr, data=here)["lwtr"] == {"p": 0.3, "variant": "released"}
+    assert stage_config(monkeypatch, augment_stage, lwtr, data=here)["lwtr"] == {"p": 0.3, "variant": "replay",
+                                                                                    "replay_seed": 26}
     defaults = load_config(["method=lwtr"])
     assert (defaults.lwtr.variant, defaults.generation.parse, defaults.generation.dedupe,
             defaults.postprocess.drop_copies, defaults.keywords.split_commas) == ("paper", "strict", "parsed",

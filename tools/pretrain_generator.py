@@ -1,8 +1,16 @@
 #!/usr/bin/env python
-"""Pretrain a small mBART-50 with mBART's denoising objective, offline: a generator that knows language.
+"""Pretrain a small generator with mBART's denoising objective, offline: a generator that knows language.
 
     make mini-generator          # = python tools/pretrain_generator.py --out models/mini
-    python tools/pretrain_generator.py [--out DIR] [--data-dir DIR] [--seed 0] [--steps N] [--force]
+    make warm-generator          # = python tools/pretrain_generator.py --kind bert2bert --out models/mini-warm
+    python tools/pretrain_generator.py [--kind mbart|bert2bert] [--out DIR] [--data-dir DIR] [--seed 0]
+                                       [--steps N] [--force]
+
+``--kind bert2bert`` builds the `mini_warm` profile's generator instead: an
+encoder-decoder warm-started from the installed all-MiniLM-L6-v2 (BERT) and
+trained on the same text with the same objective (tools/warm_start.py says
+what and why; docs/mini-profile.md has its figures). What follows is the
+default, ``--kind mbart``.
 
 The `mini` profile's generator (ACLM S4/S5, MulDA). No pretrained seq2seq model
 installs here without a model hub, so one is made (tools/pretraining.py):
@@ -45,16 +53,20 @@ from pathlib import Path
 
 from aclm.base.runtime import setup_logging
 from aclm.run.cli import main_guard
-from tools.pretraining import DEFAULT_OUT_DIR, MODEL_NAME, SPEC, pretrain_generator, user_cache
+from tools.pretraining import DEFAULT_OUT_DIRS, MODEL_NAMES, base_spec, pretrain_generator, user_cache
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR, help="output folder (default: %(default)s)")
+    parser.add_argument("--kind", choices=sorted(MODEL_NAMES), default="mbart",
+                        help="mbart: a small mBART-50 from scratch; bert2bert: warm-started from MiniLM "
+                             "(default: %(default)s)")
+    parser.add_argument("--out", type=Path, help="output folder (default: models/mini for mbart, models/mini-warm "
+                                                 "for bert2bert)")
     parser.add_argument("--data-dir", help="folder holding wikineural/<lang>/silver.conllu (default: $ACLM_DATA_DIR)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights, masks and data order")
-    parser.add_argument("--steps", type=int, default=SPEC["train"]["steps"],
-                        help="optimisation steps (default: %(default)s)")
+    parser.add_argument("--steps", type=int, help="optimisation steps (default: the kind's spec: 1500 for mbart, "
+                                                   "1000 for bert2bert)")
     parser.add_argument("--force", action="store_true", help="rebuild even if the manifest matches")
     parser.add_argument("--no-cache", action="store_true",
                         help="build in --out itself, not in the user cache ($ACLM_CACHE, else ~/.cache/aclm) that "
@@ -62,16 +74,17 @@ def main() -> None:
     args = parser.parse_args()
     setup_logging()
 
-    spec = {"train": {"steps": args.steps}} if args.steps != SPEC["train"]["steps"] else None
-    manifest, rebuilt = pretrain_generator(args.out, args.data_dir, args.seed, spec, args.force,
-                                           cache=None if args.no_cache else user_cache())
+    out = args.out or DEFAULT_OUT_DIRS[args.kind]
+    steps = args.steps if args.steps not in (None, base_spec(args.kind)["train"]["steps"]) else None
+    manifest, rebuilt = pretrain_generator(out, args.data_dir, args.seed, {"train": {"steps": steps}} if steps else None,
+                                           args.force, cache=None if args.no_cache else user_cache(), kind=args.kind)
     if not rebuilt:
-        print(f"{args.out / MODEL_NAME}: up to date")
+        print(f"{out / MODEL_NAMES[args.kind]}: up to date")
         return
     print(json.dumps({k: manifest[k] for k in ("steps", "epochs", "train_loss", "resumed_from_step",
                                                 "train_seconds", "wall_seconds", "heldout")}, indent=2))
     print(f"{manifest['model']['parameters']} parameters, vocabulary {manifest['model']['vocab_size']}: "
-          f"{args.out / MODEL_NAME}")
+          f"{out / MODEL_NAMES[args.kind]}")
 
 
 if __name__ == "__main__":

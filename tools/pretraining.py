@@ -75,6 +75,9 @@ log = logging.getLogger("tools.pretraining")
 
 DEFAULT_OUT_DIR = PROJECT_ROOT / "models" / "mini"
 MODEL_NAME = "mbart-large-50"
+#: Per kind of generator (a spec's ``kind``; none: ``mbart``): the model folder's name and the default output.
+MODEL_NAMES = {"mbart": MODEL_NAME, "bert2bert": "bert2bert-minilm"}
+DEFAULT_OUT_DIRS = {"mbart": DEFAULT_OUT_DIR, "bert2bert": PROJECT_ROOT / "models" / "mini-warm"}
 MANIFEST_NAME = "manifest.json"
 WORK_NAME = ".work"                    # checkpoints of an unfinished build (resumed from)
 
@@ -269,7 +272,8 @@ class SentenceDataset(Dataset):
 
 @dataclass
 class DenoisingCollator:
-    """Mask each sentence (:func:`mask_spans`), encode source and target with their language code, pad.
+    """Mask each sentence (:func:`mask_spans`), encode source and target (with their language code, where the
+    tokenizer has them), pad.
 
     The masks of sentence ``i`` in epoch ``e`` come from a generator seeded
     with ``(seed, e, i)``: the same whatever the batch, the order or a resume.
@@ -277,7 +281,7 @@ class DenoisingCollator:
     ``</s>`` (its ``decoder_start_token_id``) to make the decoder input.
     """
 
-    tokenizer: MBart50TokenizerFast
+    tokenizer: transformers.PreTrainedTokenizerBase
     max_length: int = 96
     mask_ratio: float = 0.35
     poisson_lambda: float = 3.5
@@ -292,7 +296,7 @@ class DenoisingCollator:
     def __call__(self, features: list[dict]) -> dict:
         encoded = []
         for f in features:
-            if self.tokenizer.src_lang != f["code"] or self.tokenizer.tgt_lang != f["code"]:
+            if f["code"] is not None and (self.tokenizer.src_lang != f["code"] or self.tokenizer.tgt_lang != f["code"]):
                 self.tokenizer.src_lang = self.tokenizer.tgt_lang = f["code"]
             encoded.append(self.tokenizer(self.noisy(f), text_target=" ".join(f["words"]),
                                           max_length=self.max_length, truncation=True))
@@ -343,29 +347,31 @@ class PretrainingTrainer(Seq2SeqTrainer):
                                     self.args.data_seed)
 
     def _issue_warnings_after_load(self, load_result) -> None:
-        """Check a resumed checkpoint's weights: the tied embeddings are expected missing, anything else is fatal.
+        """Check a resumed checkpoint's weights: tied copies are expected missing, anything else is fatal.
 
-        mBART's ``lm_head`` and its encoder's and decoder's token embeddings
-        are one tensor with ``model.shared``; safetensors stores a shared
-        tensor once, under ``model.shared.weight``, so the checkpoint lacks the
-        other three names and loading ``model.shared.weight`` restores them all.
+        safetensors stores a tensor that several parameters share once, under
+        one name (mBART's ``model.shared.weight`` for its embeddings and LM
+        head; a BERT decoder's word embeddings for its LM head), so the
+        checkpoint lacks the other names and loading the one restores them all.
         Hugging Face warns of "missing keys" all the same; a key missing
         otherwise, or one the model lacks, would resume a different model.
         """
-        tied = tied_to_shared(self.model)
-        missing = sorted(set(load_result.missing_keys) - tied)
+        missing = sorted(set(load_result.missing_keys) - restored_with_a_twin(self.model, load_result.missing_keys))
         if missing or load_result.unexpected_keys:
             raise RuntimeError(f"the checkpoint does not fit the model (missing {missing}, unexpected "
                                f"{load_result.unexpected_keys}): delete the build's {WORK_NAME} folder to start over")
         if load_result.missing_keys:
-            log.info("checkpoint weights restored; %s are tied to model.shared.weight, stored once, "
-                     "and restored with it", ", ".join(sorted(load_result.missing_keys)))
+            log.info("checkpoint weights restored; %s share a tensor stored once and were restored with it",
+                     ", ".join(sorted(load_result.missing_keys)))
 
 
-def tied_to_shared(model: MBartForConditionalGeneration) -> set[str]:
-    """The parameter names that are the very tensor of ``model.shared.weight`` (mBART's tied embeddings)."""
-    shared = model.model.shared.weight
-    return {name for name, p in model.named_parameters(remove_duplicate=False) if p is shared} - {"model.shared.weight"}
+def restored_with_a_twin(model: torch.nn.Module, missing: Sequence[str]) -> set[str]:
+    """The ``missing`` parameter names whose tensor another name, one the checkpoint has, shares (tied weights)."""
+    groups: dict[int, set[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), set()).add(name)
+    return {name for group in groups.values() if len(group) > 1 and not group <= set(missing)
+            for name in group & set(missing)}
 
 
 def last_checkpoint(folder: Path) -> Path | None:
@@ -533,15 +539,29 @@ def current_keys(files: Sequence[Path], spec: dict, seed: int) -> set[str]:
     return {fingerprint(files, spec, seed), fingerprint(files, former, seed)}
 
 
-def is_up_to_date(out_dir: Path, keys: set[str]) -> bool:
+def kind_of(spec: dict) -> str:
+    return spec.get("kind", "mbart")
+
+
+def is_up_to_date(out_dir: Path, keys: set[str], model_name: str = MODEL_NAME) -> bool:
     manifest = read_manifest(out_dir)
     return (manifest is not None and manifest.get("fingerprint") in keys
-            and (out_dir / MODEL_NAME / "config.json").is_file())
+            and (out_dir / model_name / "config.json").is_file())
 
 
-def merged_spec(overrides: dict | None) -> dict:
-    """:data:`SPEC` with ``overrides`` merged in (nested dicts key by key)."""
-    spec = copy.deepcopy(SPEC)
+def base_spec(kind: str) -> dict:
+    """The spec of a kind of generator: :data:`SPEC` (``mbart``) or :data:`tools.warm_start.SPEC` (``bert2bert``)."""
+    from tools import warm_start
+
+    specs = {"mbart": SPEC, "bert2bert": warm_start.SPEC}
+    if kind not in specs:
+        raise ValueError(f"unknown kind of generator {kind!r}: one of {', '.join(specs)}")
+    return specs[kind]
+
+
+def merged_spec(overrides: dict | None, kind: str = "mbart") -> dict:
+    """The ``kind``'s spec with ``overrides`` merged in (nested dicts key by key)."""
+    spec = copy.deepcopy(base_spec(kind))
     for key, value in (overrides or {}).items():
         if isinstance(value, dict):
             spec[key].update(value)
@@ -581,12 +601,14 @@ def user_cache() -> Path:
     return Path(os.environ.get("ACLM_CACHE") or Path.home() / ".cache" / "aclm")
 
 
-def pretrain_generator(out_dir: str | Path = DEFAULT_OUT_DIR, data_dir: str | Path | None = None, seed: int = 0,
+def pretrain_generator(out_dir: str | Path | None = None, data_dir: str | Path | None = None, seed: int = 0,
                        spec: dict | None = None, force: bool = False, checkpoint_seconds: float = CHECKPOINT_SECONDS,
-                       cache: str | Path | None = None) -> tuple[dict, bool]:
-    """Build (or reuse) ``out_dir/mbart-large-50``; return ``(manifest, rebuilt)``.
+                       cache: str | Path | None = None, kind: str = "mbart") -> tuple[dict, bool]:
+    """Build (or reuse) ``out_dir/<MODEL_NAMES[kind]>``; return ``(manifest, rebuilt)``.
 
-    ``spec`` overrides parts of :data:`SPEC` (the tests build a miniature).
+    ``kind`` is ``mbart`` (the small mBART-50 from scratch, :data:`SPEC`) or
+    ``bert2bert`` (warm-started from MiniLM, :mod:`tools.warm_start`); ``spec``
+    overrides parts of its spec (the tests build a miniature).
     An unfinished build with the same inputs resumes from its last complete
     checkpoint (one every ``checkpoint_seconds``; 0: every step).  With
     ``cache`` (:func:`user_cache`), the build lives in
@@ -595,18 +617,25 @@ def pretrain_generator(out_dir: str | Path = DEFAULT_OUT_DIR, data_dir: str | Pa
     """
     from aclm.base.datasets import resolve_data_dir
 
-    out_dir, spec = Path(out_dir), merged_spec(spec)
+    spec = merged_spec(spec, kind)
+    out_dir = Path(out_dir or DEFAULT_OUT_DIRS[kind])
     data_dir = resolve_data_dir(str(data_dir) if data_dir else None)
     text, benchmark = text_files(data_dir, spec["languages"])
-    keys = current_keys([*text, *benchmark], spec, seed)
-    build = functools.partial(_build, data_dir=data_dir, text=text, benchmark=benchmark, keys=keys, spec=spec,
-                              seed=seed, force=force, checkpoint_seconds=checkpoint_seconds)
+    base: list[Path] = []                                 # a warm start's checkpoint decides the weights too
+    if kind == "bert2bert":
+        from tools.warm_start import base_files
+
+        base = base_files(spec)
+    keys = current_keys([*text, *benchmark, *base], spec, seed)
+    build = functools.partial(_build, data_dir=data_dir, text=text, benchmark=benchmark, base=base, keys=keys,
+                              spec=spec, seed=seed, force=force, checkpoint_seconds=checkpoint_seconds)
     if cache is None:
         return build(out_dir)
-    entry = Path(cache) / "mini-generator" / fingerprint([*text, *benchmark], spec, seed)
+    entry = Path(cache) / "mini-generator" / fingerprint([*text, *benchmark, *base], spec, seed)
     entry.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{entry}.lock"):                       # one build at a time, however many checkouts ask
-        if not is_up_to_date(entry, keys) and not out_dir.is_symlink() and is_up_to_date(out_dir, keys):
+        if (not is_up_to_date(entry, keys, MODEL_NAMES[kind]) and not out_dir.is_symlink()
+                and is_up_to_date(out_dir, keys, MODEL_NAMES[kind])):
             shutil.rmtree(entry, ignore_errors=True)
             shutil.move(str(out_dir), entry)              # a build made here before the cache existed
         built = build(entry)
@@ -620,12 +649,22 @@ def pretrain_generator(out_dir: str | Path = DEFAULT_OUT_DIR, data_dir: str | Pa
     return built
 
 
-def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path], keys: set[str], spec: dict,
-           seed: int, force: bool, checkpoint_seconds: float) -> tuple[dict, bool]:
+def mbart_tokenizer(folder: Path, train: Sequence[tuple[str, list[str]]], spec: dict) -> MBart50TokenizerFast:
+    """The mBART-50 tokenizer over a SentencePiece vocabulary trained on ``train`` (once; a resume reuses it)."""
+    if not (folder / "tokenizer_config.json").is_file():
+        with atomic_dir(folder) as tmp:
+            train_mbart50_tokenizer([" ".join(words) for _, words in train], tmp, spec["vocab_size"],
+                                    spec["model_max_length"]).save_pretrained(tmp)
+    return MBart50TokenizerFast.from_pretrained(folder)
+
+
+def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path], base: list[Path], keys: set[str],
+           spec: dict, seed: int, force: bool, checkpoint_seconds: float) -> tuple[dict, bool]:
     """The build itself, into ``out_dir`` (resumed when an unfinished one with the same inputs is there)."""
     start, cpu_start_all = time.perf_counter(), time.process_time()
-    key = fingerprint([*text, *benchmark], spec, seed)
-    if not force and is_up_to_date(out_dir, keys):
+    key = fingerprint([*text, *benchmark, *base], spec, seed)
+    kind, model_name = kind_of(spec), MODEL_NAMES[kind_of(spec)]
+    if not force and is_up_to_date(out_dir, keys, model_name):
         return read_manifest(out_dir), False
 
     work = out_dir / WORK_NAME
@@ -637,17 +676,19 @@ def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path
 
     corpus, corpus_facts = load_corpus(data_dir, spec)
     train, heldout = split_heldout(corpus, spec["heldout_share"], seed)
-    tokenizer_dir = work / "tokenizer"
-    if not (tokenizer_dir / "tokenizer_config.json").is_file():   # trained once, reused on resume
-        with atomic_dir(tokenizer_dir) as tmp:
-            train_mbart50_tokenizer([" ".join(words) for _, words in train], tmp, spec["vocab_size"],
-                                    spec["model_max_length"]).save_pretrained(tmp)
-    tokenizer = MBart50TokenizerFast.from_pretrained(tokenizer_dir)
-    code = {lang: mbart_code(lang) for lang in spec["languages"]}
+    if kind == "bert2bert":
+        from tools.warm_start import warm_model, warm_tokenizer
+
+        tokenizer = warm_tokenizer(spec)
+        code = {lang: None for lang in spec["languages"]}  # no language codes: one language, none needed
+        model = warm_model(tokenizer, spec, seed)
+    else:
+        tokenizer = mbart_tokenizer(work / "tokenizer", train, spec)
+        code = {lang: mbart_code(lang) for lang in spec["languages"]}
+        model = build_model(tokenizer, spec, seed)
     train_set = SentenceDataset([(code[lang], words) for lang, words in train])
     collator = DenoisingCollator(tokenizer, spec["max_length"], spec["noise"]["mask_ratio"],
                                  spec["noise"]["poisson_lambda"], seed)
-    model = build_model(tokenizer, spec, seed)
     checkpoints = work / "checkpoints"
     last = last_checkpoint(checkpoints)
     resumed_from = int(last.name.split("-")[-1]) if last else 0
@@ -672,9 +713,10 @@ def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path
     log.info("held-out denoising loss %.4f, token accuracy %.4f", quality["all"]["loss"],
              quality["all"]["token_accuracy"])
 
-    target = out_dir / MODEL_NAME
+    target = out_dir / model_name
     with atomic_dir(target) as tmp:
-        model.config.dropout = spec["finetune_dropout"]
+        if kind == "mbart":
+            model.config.dropout = spec["finetune_dropout"]
         trainer.save_model(str(tmp))
         tokenizer.save_pretrained(str(tmp))
         (tmp / "training_args.bin").unlink(missing_ok=True)
@@ -683,8 +725,9 @@ def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path
         "fingerprint": key,
         "seed": seed,
         "spec": spec,
-        "model": {"path": MODEL_NAME, "parameters": _n_params(model), "vocab_size": len(tokenizer),
+        "model": {"path": model_name, "kind": kind, "parameters": _n_params(model), "vocab_size": len(tokenizer),
                   "bytes": sum(f.stat().st_size for f in target.rglob("*") if f.is_file())},
+        **({"base": [_display(p) for p in base]} if base else {}),
         "text": {"files": [_display(p) for p in text], "left_out_if_in": [_display(p) for p in benchmark],
                  "sentences": corpus_facts, "train_sentences": len(train), "heldout_sentences": len(heldout)},
         "steps": trainer.state.global_step,

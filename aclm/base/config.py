@@ -94,7 +94,8 @@ class KeywordConfig:
 
 @dataclass
 class GeneratorConfig:
-    model: str = key("the S4 generator to fine-tune: an mBART-50 hub id or local folder")
+    model: str = key("the S4 generator to fine-tune: an mBART-50 hub id or local folder, or any seq2seq folder "
+                     "(mini_warm: a BERT2BERT without language codes, make warm-generator)")
     lr: float = key("fine-tuning learning rate")
     batch_size: int = key("templates per fine-tuning step")
     epochs: int = key("fine-tuning epochs")
@@ -131,6 +132,8 @@ class GenerationConfig:
                       choices=("parsed", "raw"))
     constrained: str = key("decoding keeps the label-token grammar (labels), and the template's entities "
                            "(entities); off: free decoding, as the paper", choices=ON_OFF)
+    force_first_token: bool = key("decoding starts with the token every training target started with (the language "
+                                  "code); false: the generator writes it itself, as the released dynamic mode")
     mixner: MixnerConfig = section(MixnerConfig, "mixner: templates mixed with a retrieved neighbour's (S5)")
 
 
@@ -147,8 +150,10 @@ class PostprocessConfig:
 @dataclass
 class LwTRConfig:
     p: float = key("chance that a token is replaced by a training token of the same label")
-    variant: str = key("paper: as published; released: as the released LwTR files show (baselines/lwtr.py)",
-                       choices=("paper", "released"))
+    variant: str = key("paper: as published; released: the rule the released LwTR files show; replay: that rule "
+                       "drawn as they were, word for word (baselines/lwtr.py)", choices=("paper", "released", "replay"))
+    replay_seed: int = key("replay: the seed of numpy's legacy generator (26: the released files', Dai & Adel's "
+                           "--seed 52 halved); the other variants draw from the run's seed", default=26)
 
 
 @dataclass

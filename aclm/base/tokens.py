@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import EncoderDecoderModel, PreTrainedTokenizerBase
 
 
 def add_tokens(model, tokenizer: PreTrainedTokenizerBase, tokens: Sequence[str],
@@ -37,15 +37,24 @@ def add_tokens(model, tokenizer: PreTrainedTokenizerBase, tokens: Sequence[str],
     if not new:
         return []
     tokenizer.add_special_tokens({"additional_special_tokens": new}, replace_additional_special_tokens=False)
-    if len(tokenizer) > model.get_input_embeddings().num_embeddings:  # never shrink a matrix with spare rows
-        model.resize_token_embeddings(len(tokenizer))
     init_words = init_words or {}
-    embeddings = model.get_input_embeddings().weight
-    with torch.no_grad():
-        for token in new:
-            if token not in init_words:
-                continue
-            ids = tokenizer(init_words[token], add_special_tokens=False)["input_ids"]
-            if ids:
-                embeddings[tokenizer.convert_tokens_to_ids(token)] = embeddings[ids].mean(dim=0)
+    for part in embedding_owners(model):
+        if len(tokenizer) > part.get_input_embeddings().num_embeddings:  # never shrink a matrix with spare rows
+            part.resize_token_embeddings(len(tokenizer))
+        embeddings = part.get_input_embeddings().weight
+        with torch.no_grad():
+            for token in new:
+                if token not in init_words:
+                    continue
+                ids = tokenizer(init_words[token], add_special_tokens=False)["input_ids"]
+                if ids:
+                    embeddings[tokenizer.convert_tokens_to_ids(token)] = embeddings[ids].mean(dim=0)
     return new
+
+
+def embedding_owners(model) -> list:
+    """The modules whose word embeddings a new token joins: the model itself, or, for an ``EncoderDecoderModel``
+    (which cannot resize its embeddings as a whole), its encoder and its decoder, each with a matrix of its own."""
+    if isinstance(model, EncoderDecoderModel):
+        return [model.encoder, model.decoder]
+    return [model]

@@ -45,6 +45,11 @@ Sweeps (Tables 5-7) change one config value of a method: a swept cell runs as
 the variant ``<method>@<key>-<value>/`` beside the method's own directory and
 shares the setting's gold data and S1; the value the profile already uses is
 the method's plain run, shared with Table 1.
+
+MultiCoNER grids name ``multiconer/<lang>``, scored on the data folder's
+2,000-sentence test slices; ``test_set=official`` (``make ... TEST_SET=official``)
+runs them on the official MultiCoNER v1 release instead (:func:`with_test_set`),
+in run folders of their own, and stops before any run when its files are missing.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from omegaconf import OmegaConf
 
 from aclm.base import registry
 from aclm.base.config import load_config
+from aclm.base.datasets import registry as dataset_registry
 from aclm.base.io import atomic_write_text, read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.runtime import Interrupted
@@ -78,7 +84,7 @@ GRID_SCRIPT = "scripts/grid.py"
 SAFE_PATH = re.compile(r"^[\w./+-]+$")
 GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "derived", "compare", "plot",
              "average_datasets"}
-BLOCK_KEYS = {"datasets", "sizes", "methods", "overrides", "sweep", "columns"}
+BLOCK_KEYS = {"datasets", "sizes", "methods", "optional_methods", "overrides", "sweep", "columns"}
 
 GoldSize = Union[int, str]   # a gold sample's size: sentences, or "full"
 Slice = Union[str, Sequence, None]                # "en,de", "en de", ["en", "de"] or None (everything)
@@ -97,6 +103,13 @@ class Block:
     overrides: dict[str, Any] = field(default_factory=dict)
     sweep_key: Optional[str] = None
     sweep_values: dict[str, Any] = field(default_factory=dict)  # label -> config value
+    optional: tuple[str, ...] = ()               # methods that run only when a METHODS slice names them
+
+    def chosen_methods(self, wanted: Optional[list[str]]) -> tuple[str, ...]:
+        """The block's methods a METHODS slice picks (None: all but the optional ones)."""
+        if wanted is None:
+            return self.methods
+        return tuple(m for m in (*self.methods, *self.optional) if m in wanted)
 
 
 @dataclass(frozen=True)
@@ -218,8 +231,8 @@ def _block(raw: dict, where: str) -> Block:
     missing = [k for k in ("datasets", "sizes", "methods", "columns") if not raw.get(k)]
     if missing:
         raise GridError(f"{where}: needs {missing}")
-    methods = _tuple(raw["methods"])
-    bad = [m for m in methods if m not in registry.METHODS]
+    methods, optional = _tuple(raw["methods"]), _tuple(raw.get("optional_methods") or ())
+    bad = [m for m in (*methods, *optional) if m not in registry.METHODS]
     if bad:
         raise GridError(f"{where}: unknown methods {bad}")
     sweep = raw.get("sweep") or {}
@@ -227,7 +240,8 @@ def _block(raw: dict, where: str) -> Block:
         raise GridError(f"{where}: sweep needs exactly key and values")
     return Block(datasets=_tuple(raw["datasets"]), sizes=_tuple(raw["sizes"]), methods=methods,
                  columns=dict(raw["columns"]), overrides=dict(raw.get("overrides") or {}),
-                 sweep_key=sweep.get("key"), sweep_values={str(k): v for k, v in (sweep.get("values") or {}).items()})
+                 sweep_key=sweep.get("key"), sweep_values={str(k): v for k, v in (sweep.get("values") or {}).items()},
+                 optional=optional)
 
 
 def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
@@ -254,9 +268,16 @@ def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
 # --- expansion -----------------------------------------------------------------------------
 
 #: What picks a grid's cells on a command line (scripts/grid.py, scripts/aggregate.py), as ``key=value`` like the
-#: stage scripts' config overrides, with its default: the profile and run_dir they run under, and the slices.
+#: stage scripts' config overrides, with its default: the profile and run_dir they run under, the slices, and the
+#: test sets a MultiCoNER grid is scored on.
 SLICES = ("langs", "sizes", "methods", "seeds")
-SELECTION = {"profile": "paper", "run_dir": "runs", **dict.fromkeys(SLICES)}
+SELECTION = {"profile": "paper", "run_dir": "runs", **dict.fromkeys(SLICES), "test_set": None}
+#: ``test_set=``: what a grid's MultiCoNER runs are scored on (None: slice). The grids name ``multiconer/<lang>``,
+#: whose test.conll in the data folder is a 2,000-sentence slice held out of train; ``official`` runs them as
+#: ``multiconer_official/<lang>`` (configs/datasets.yaml), the official MultiCoNER v1 release the paper scored on,
+#: with the same released gold samples (:func:`with_test_set`).
+TEST_SETS = ("slice", "official")
+SLICE_PREFIX, OFFICIAL_PREFIX = "multiconer/", "multiconer_official/"
 
 
 def selection(words: Sequence[str]) -> dict[str, Optional[str]]:
@@ -271,8 +292,107 @@ def selection(words: Sequence[str]) -> dict[str, Optional[str]]:
 
 
 def selected_cells(grid: Grid, chosen: dict[str, Optional[str]]) -> list["Cell"]:
-    """The cells of ``grid`` a :func:`selection` picks."""
+    """The cells of ``grid`` a :func:`selection` picks (on the test sets ``test_set=`` names)."""
+    grid = with_test_set(grid, chosen.get("test_set"))
     return expand(grid, chosen["profile"], chosen["run_dir"], *(chosen[k] for k in SLICES))
+
+
+def official_name(dataset: str) -> str:
+    """``multiconer/<lang>`` -> ``multiconer_official/<lang>`` where the registry has that entry; any other name
+    as it is (so mapping a grid twice changes nothing)."""
+    if dataset.startswith(SLICE_PREFIX):
+        official = OFFICIAL_PREFIX + dataset[len(SLICE_PREFIX):]
+        if official in dataset_registry():
+            return official
+    return dataset
+
+
+def _official_value(value: Any) -> Any:
+    """A config value with the MultiCoNER names in it mapped: a dataset, or a list of them (``test_datasets``)."""
+    if isinstance(value, str):
+        return official_name(value)
+    if isinstance(value, (list, tuple)):
+        return [_official_value(v) for v in value]
+    return value
+
+
+def _official_path(path: str) -> str:
+    """A column's result.json path: ``test.multiconer/hi.f1`` -> ``test.multiconer_official/hi.f1`` (a run keys
+    its scores by the test set's dataset name)."""
+    return ".".join(official_name(part) for part in path.split("."))
+
+
+def has_multiconer(grid: Grid) -> bool:
+    """Whether ``test_set=`` applies to ``grid``: it runs a MultiCoNER dataset (the slice's or, already mapped,
+    the release's)."""
+    return any(official_name(d).startswith(OFFICIAL_PREFIX) for block in grid.blocks for d in block.datasets)
+
+
+def with_test_set(grid: Grid, test_set: Optional[str]) -> Grid:
+    """``grid`` as ``test_set=`` runs it: ``slice`` (or None) as written; ``official`` with every
+    ``multiconer/<lang>`` in its blocks (datasets, overrides such as ``test_datasets``, sweep values and the
+    columns' result paths) made ``multiconer_official/<lang>``.
+
+    Only the names change, so the table keeps its rows and columns, and the runs live under
+    ``<run_dir>/<profile>/multiconer_official/<lang>/`` (a run folder is named after its dataset), apart from
+    the slice's: they are other settings (another dev and test set, and ``gold=full`` another train set).
+    """
+    if test_set in (None, "slice"):
+        return grid
+    if test_set not in TEST_SETS:
+        raise GridError(f"test_set={test_set}: expected one of {', '.join(TEST_SETS)}")
+    if not has_multiconer(grid):
+        raise GridError(f"test_set={test_set}: grid {grid.name} runs no MultiCoNER dataset ({SLICE_PREFIX}<lang>)")
+    blocks = tuple(replace(block, datasets=tuple(official_name(d) for d in block.datasets),
+                           overrides={k: _official_value(v) for k, v in block.overrides.items()},
+                           sweep_values={k: _official_value(v) for k, v in block.sweep_values.items()},
+                           columns={k: _official_path(v) for k, v in block.columns.items()})
+                   for block in grid.blocks)
+    return replace(grid, blocks=blocks)
+
+
+def missing_data(cells: Sequence["Cell"]) -> list[str]:
+    """Each file the cells' runs would read that is not there (``<file>: missing (<dataset> <split>); <what to
+    do>``), reading one cell per setting; the files of a release the data folder does not ship come first,
+    with the registry's word on where to get them (``obtain``), the others (a gold sample) after."""
+    from aclm.base.data import DataError
+    from aclm.base.datasets import get_spec, resolve_data_dir
+    from aclm.run.datacheck import setting_files
+
+    shipped, elsewhere = {}, {}
+    for cell in {(c.dataset, c.gold, c.overrides): c for c in cells}.values():
+        config = cell.config()
+        base = resolve_data_dir(config.data_dir)
+        try:
+            files = setting_files(config)
+        except (DataError, KeyError) as err:
+            shipped[str(err).strip("'\"")] = None
+            continue
+        for role, path in files.items():
+            if path.exists():
+                continue
+            spec = get_spec(role.split()[0])
+            release = {spec.path(r, base) for r in (spec.train, spec.dev, spec.test) if r}
+            if spec.obtain and path in release:
+                elsewhere[f"{path}: missing ({role}); {spec.obtain.replace('<data_dir>', str(base))}"] = None
+            else:
+                shipped[f"{path}: missing ({role}); set data_dir (or ACLM_DATA_DIR) to the folder that holds it"] = None
+    return [*elsewhere, *shipped]
+
+
+def require_test_set_data(cells: Sequence["Cell"], test_set: Optional[str]) -> None:
+    """With ``test_set=official``, stop before any run when a file of the official release is missing.
+
+    The release is not in the data folder (configs/datasets.yaml says where it goes), so a grid on it would
+    otherwise start every run only for each to fail its data check; the slice's files ship with the data
+    folder, and its grids go on as before.
+    """
+    if test_set != "official":
+        return
+    missing = missing_data(cells)
+    if missing:
+        more = f" (and {len(missing) - 1} more files missing)" if len(missing) > 1 else ""
+        raise GridError(f"test_set=official: {missing[0]}{more}")
 
 
 def parse_slice(value: Slice) -> Optional[list[str]]:
@@ -324,7 +444,7 @@ def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, si
     datasets = {d for b in grid.blocks for d in b.datasets}
     _check_slice("LANGS", langs, datasets | {d.rsplit("/", 1)[-1] for d in datasets})
     _check_slice("SIZES", sizes, {str(s) for b in grid.blocks for s in b.sizes})
-    _check_slice("METHODS", methods, {m for b in grid.blocks for m in b.methods})
+    _check_slice("METHODS", methods, {m for b in grid.blocks for m in (*b.methods, *b.optional)})
     cells = []
     for i, block in enumerate(grid.blocks):
         base = tuple(f"{k}={format_value(v)}" for k, v in block.overrides.items())
@@ -334,9 +454,7 @@ def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, si
             for gold in block.sizes:
                 if sizes and str(gold) not in sizes:
                     continue
-                for method in block.methods:
-                    if methods and method not in methods:
-                        continue
+                for method in block.chosen_methods(methods):
                     for label, extra, variant in _sweep_points(block, profile, method, base):
                         for seed in seed_list:
                             cells.append(Cell(profile, dataset, gold, method, seed, runs, base, label, i,

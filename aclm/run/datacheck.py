@@ -49,6 +49,7 @@ log = logging.getLogger("aclm.run.datacheck")
 
 #: A project model folder that is missing, and the make target that builds it.
 MODEL_TARGETS = {"models/tiny": "make tiny-models", "models/mini": "make mini-generator",
+                 "models/mini-warm": "make warm-generator",
                  "models/paper_shape": "make paper-shape-models"}
 #: Seconds the one probe of the Hugging Face hub waits for an answer.
 HUB_PROBE_TIMEOUT = 3.0

@@ -58,8 +58,11 @@ from typing import Sequence
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, TopKLogitsWarper
 
+from aclm.steps.generator import target_end
+
 MODES = ("off", "labels", "entities")
-#: Positions before the first generated word in S5 and MulDA: the decoder start token and the language code.
+#: Positions before the first generated word in S5 and MulDA: the decoder start token and the language code
+#: (BERT2BERT: ``[CLS]`` twice).
 MBART_PROMPT = 2
 _NO_BUDGET = 1 << 30
 
@@ -71,7 +74,7 @@ class TokenClasses:
     word: torch.Tensor    # bool (ids,): pieces that are not special and decode to some text
     blank: torch.Tensor   # bool (ids,): pieces that are not special and decode to whitespace only
     label: torch.Tensor   # bool (ids,): the known label tokens
-    eos: int
+    eos: int              # the token that ends a target: ``</s>``, or BERT's ``[SEP]`` (which is no ``eos_token``)
 
     @classmethod
     def of(cls, tokenizer, labels: Sequence[str]) -> "TokenClasses":
@@ -83,7 +86,7 @@ class TokenClasses:
         special = set(tokenizer.all_special_ids) | set(tokenizer.get_added_vocab().values())
         plain = [(i, bool(piece.replace("▁", " ").strip())) for piece, i in vocab.items() if i not in special]
         return cls(_mask(size, [i for i, text in plain if text]), _mask(size, [i for i, text in plain if not text]),
-                   _mask(size, [vocab[t] for t in labels]), tokenizer.eos_token_id)
+                   _mask(size, [vocab[t] for t in labels]), target_end(tokenizer))
 
 
 def _mask(size: int, ids: Sequence[int]) -> torch.Tensor:

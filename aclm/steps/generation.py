@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from aclm.base.augmentation import GenerationRow
 from aclm.steps import screening
 from aclm.steps.constraints import MBART_PROMPT, LabelGrammar, TokenClasses, sampling_arguments, template_entities
-from aclm.steps.generator import language_code
+from aclm.steps.generator import language_code, set_language, target_start
 from aclm.steps.labels import PARSERS, label_tokens
 from aclm.steps.templates import Piece, dynamic_mask, join, render
 
@@ -153,10 +153,13 @@ def grammar(tokenizer, classes: TokenClasses | None, templates: Sequence[str], l
 @torch.inference_mode()
 def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
                 codes: Sequence[str], seed: int, device: torch.device) -> list[str]:
-    """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code.
+    """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code (None: the
+    generator has none).
 
     ``cfg.constrained`` other than ``off`` adds :class:`aclm.steps.constraints.LabelGrammar` (each batch its own, for
-    its templates' entities); ``off`` calls ``generate`` exactly as the paper's decoding.
+    its templates' entities); ``off`` calls ``generate`` exactly as the paper's decoding.  With
+    ``cfg.force_first_token`` the first generated token is the one every training target started with (the
+    language code); without it the generator writes that token itself, as the released dynamic mode decodes.
     """
     # an unfilled mask stays visible, so that parsing rejects the generation instead of deleting it
     keep_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens))) | {tokenizer.mask_token_id}
@@ -165,14 +168,15 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
     limit = input_limit(model, tokenizer)
     model.eval()
     for b, batch in enumerate(tqdm(batches(jobs, codes, cfg.batch_size), desc="generate", unit="batch")):
-        tokenizer.src_lang = codes[batch[0]]
+        set_language(tokenizer, codes[batch[0]])
         templates = [jobs[j].template for j in batch]
         enc = tokenizer(templates, return_tensors="pt", padding=True, truncation=True, max_length=limit).to(device)
         sampling = sampling_arguments(grammar(tokenizer, classes, templates, label_tokens, cfg), cfg.top_k,
                                       cfg.num_beams)
         torch.manual_seed(seed + b)
         generated = model.generate(**enc, do_sample=True, num_beams=cfg.num_beams, max_length=cfg.max_length,
-                                   forced_bos_token_id=tokenizer.convert_tokens_to_ids(codes[batch[0]]),
+                                   forced_bos_token_id=(target_start(tokenizer)
+                                                        if cfg.force_first_token else None),
                                    num_return_sequences=1, **sampling)
         for j, ids in zip(batch, generated.tolist()):
             outputs[j] = decode_keeping_labels(tokenizer, ids, keep_ids)

@@ -29,12 +29,33 @@ from aclm.steps.templates import Piece, dynamic_mask, render
 log = logging.getLogger("aclm.steps.generator")
 
 
-def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str:
-    """The mBART-50 code of an ISO 639-1 language (``en`` -> ``en_XX``)."""
-    codes = [c for c in getattr(tokenizer, "lang_code_to_id", {}) if c.split("_")[0] == language]
+def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str | None:
+    """The mBART-50 code of an ISO 639-1 language (``en`` -> ``en_XX``); None for a tokenizer that has no
+    language codes at all (the warm-started BERT2BERT generator, which knows one language)."""
+    table = getattr(tokenizer, "lang_code_to_id", None)
+    if not table:
+        return None
+    codes = [c for c in table if c.split("_")[0] == language]
     if not codes:
         raise ValueError(f"the generator's tokenizer has no language code for {language!r}")
     return codes[0]
+
+
+def set_language(tokenizer: PreTrainedTokenizerBase, code: str | None) -> None:
+    """Make ``code`` start the sources and targets the tokenizer writes (nothing to do without codes)."""
+    if code is not None and (tokenizer.src_lang != code or tokenizer.tgt_lang != code):
+        tokenizer.src_lang = tokenizer.tgt_lang = code
+
+
+def target_start(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The token every target starts with, which decoding forces first: mBART-50's target language code
+    (``tgt_lang``), BERT's ``[CLS]``."""
+    return tokenizer(text_target="")["input_ids"][0]
+
+
+def target_end(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The token every target ends with: ``</s>`` (mBART-50) or ``[SEP]`` (BERT)."""
+    return tokenizer(text_target="")["input_ids"][-1]
 
 
 def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
@@ -53,7 +74,7 @@ def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[
 
 def load_generator(path: str, language: str, device: torch.device | None = None):
     tokenizer = AutoTokenizer.from_pretrained(path)
-    tokenizer.src_lang = tokenizer.tgt_lang = language_code(tokenizer, language)
+    set_language(tokenizer, language_code(tokenizer, language))
     model = AutoModelForSeq2SeqLM.from_pretrained(path)
     if device is not None:
         model.to(device)
@@ -67,7 +88,7 @@ class TemplateDataset(Dataset):
     generator, so the same seed gives the same training data in any order.
     """
 
-    def __init__(self, skeletons: list[list[Piece]], targets: list[str], codes: list[str], tokenizer,
+    def __init__(self, skeletons: list[list[Piece]], targets: list[str], codes: list[str | None], tokenizer,
                  mask_token: str, max_length: int, seed: int, dynamic: bool = True) -> None:
         self.skeletons, self.targets, self.codes, self.tokenizer = skeletons, targets, codes, tokenizer
         self.mask_token, self.max_length, self.seed, self.dynamic = mask_token, max_length, seed, dynamic
@@ -83,8 +104,7 @@ class TemplateDataset(Dataset):
         return render(pieces, self.mask_token)
 
     def __getitem__(self, i: int) -> dict:
-        if self.tokenizer.src_lang != self.codes[i]:  # several languages in the multilingual setting
-            self.tokenizer.src_lang = self.tokenizer.tgt_lang = self.codes[i]
+        set_language(self.tokenizer, self.codes[i])   # several languages in the multilingual setting
         return self.tokenizer(self.template(i), text_target=self.targets[i], max_length=self.max_length,
                               truncation=True)
 
@@ -150,7 +170,8 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     """Fine-tune ``cfg.model`` on templates; save the best-by-dev-loss model to ``out_dir``.
 
     ``languages`` gives each train and dev sentence's language, whose mBART-50
-    code starts its source and its target.
+    code starts its source and its target (a generator without language codes
+    has its own first token there).
     """
     model, tokenizer = load_generator(cfg.model, languages["train"][0])
     add_label_tokens(model, tokenizer, types, dict(cfg.label_token_init))

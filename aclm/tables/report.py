@@ -17,7 +17,9 @@ seed counts only when every dataset has its value.
 
 Every report names the test sets each side scored on: the paper's (the
 grid's ``reference.test_set``) and ours (each dataset's registered test file
-with the sentence count its runs recorded).
+with the sentence count its runs recorded, and for MultiCoNER whether those
+are the data folder's held-out slices or the official test sets, as the runs'
+result.json recorded them: ``scripts/grid.py ... test_set=official``).
 
 Significance: in each column and row group (the row keys other than the
 method), the compared method (ACLM) against the baseline with the highest
@@ -43,7 +45,7 @@ from aclm.base.datasets import registry
 from aclm.base.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.registry import METHODS
-from aclm.experiments.grid import Cell, GoldSize, Grid, failure
+from aclm.experiments.grid import OFFICIAL_PREFIX, SLICE_PREFIX, Cell, GoldSize, Grid, failure
 from aclm.run import outputs
 from aclm.run.layout import GOLD_ONLY
 from aclm.run.stages import STAMP
@@ -427,30 +429,50 @@ def constrained_notes(cells: Sequence[Run]) -> list[str]:
             f"{CONSTRAINED_MEANINGS.get(mode, mode)}." for mode, names in sorted(methods.items())]
 
 
+#: What a family of MultiCoNER test sets is, said beside the paper's test sets: the slice's test.conll and the
+#: official release are both registered as ``<family>/<lang>``, and only the names tell them apart.
+TEST_SET_KINDS = {
+    SLICE_PREFIX: f"the held-out 2,000-sentence slices of the MultiCoNER v1 train sets ({SLICE_PREFIX}<lang>), "
+                  f"not the official test sets",
+    OFFICIAL_PREFIX: f"the official MultiCoNER v1 test sets ({OFFICIAL_PREFIX}<lang>)",
+}
+
+
+def test_set_kind(name: str) -> Optional[str]:
+    """What the test set of dataset ``name`` is (:data:`TEST_SET_KINDS`), or None for a dataset not in it."""
+    return next((kind for prefix, kind in TEST_SET_KINDS.items() if name.startswith(prefix)), None)
+
+
 def test_sets(paper: Optional[str], cells: Sequence[Run]) -> str:
     """Which test sets the paper's numbers (``paper``, a grid's ``reference.test_set``; None: no paper) and ours
     come from.
 
     Ours are the runs' datasets and every test set they scored on, each with
     its registered test file (a dataset folder has none registered) and the
-    sentence counts the runs recorded (``sizes`` in result.json), so a table
-    on the held-out slice never passes for one on the official test sets.
+    sentence counts the runs recorded (``sizes`` in result.json), then what
+    those are (:data:`TEST_SET_KINDS`): read from what a run recorded, not
+    from how the grid was asked for, so a table on the held-out slice never
+    passes for one on the official test sets.
     """
     specs = registry()
     counts: dict[str, set[int]] = {}
+    kinds: dict[str, None] = {}
     for cell in cells:
         spec = specs.get(cell.dataset)
-        for name in (spec.union if spec else None) or [cell.dataset]:
+        planned = (spec.union if spec else None) or [cell.dataset]
+        for name in planned:
             counts.setdefault(name, set())
-        if cell.result_path.exists():
-            for key, n in outputs.result(cell.result_path.parent).get("sizes", {}).items():
-                if key.startswith("test:"):
-                    counts.setdefault(key[len("test:"):], set()).add(n)
+        sizes = outputs.result(cell.result_path.parent).get("sizes", {}) if cell.result_path.exists() else {}
+        recorded = {key[len("test:"):]: n for key, n in sizes.items() if key.startswith("test:")}
+        for name, n in recorded.items():
+            counts.setdefault(name, set()).add(n)
+        kinds.update(dict.fromkeys(k for k in map(test_set_kind, recorded or planned) if k))
     files = {name: (specs[name].test or "no test file") if name in specs else "a dataset folder" for name in counts}
     ours = [f"{name} ({files[name]}, "
             + (f"{' or '.join(map(str, sorted(ns)))} sentences)" if ns else "no run scored yet)")
             for name, ns in counts.items()]
-    return "Test sets. " + (f"Paper: {paper}. " if paper else "") + f"Ours: {'; '.join(ours)}."
+    what = f" Ours are {' and '.join(kinds)}." if kinds else ""
+    return "Test sets. " + (f"Paper: {paper}. " if paper else "") + f"Ours: {'; '.join(ours)}." + what
 
 
 def averaging_note(grid: Grid, cells: Sequence[Run]) -> list[str]:
@@ -491,6 +513,7 @@ class Report:
     significance: pd.DataFrame
     table: pd.DataFrame
     caption: str          # the LaTeX caption: the title and the test sets
+    tested: Optional[str] = None   # the test sets of the paper and ours (:func:`test_sets`), a column of the CSV
 
 
 def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Optional[PerplexityFn] = None,
@@ -514,7 +537,7 @@ def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[
     table = wide_table(summary, sig, grid, reference_columns)
     notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs), *notes]
     caption = f"{grid.title}. {tested}" if tested else grid.title
-    return Report(markdown_report(grid, profile, table, summary, long, notes), summary, sig, table, caption)
+    return Report(markdown_report(grid, profile, table, summary, long, notes), summary, sig, table, caption, tested)
 
 
 def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
@@ -524,6 +547,8 @@ def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
     csv = report.summary.drop(columns=["values"]).merge(
         report.significance.rename(columns={"best": "best_baseline"}),
         on=[*group_keys(grid), "column", "method_id"], how="left")
+    if report.tested:     # a CSV read on its own still says which test sets each side's numbers come from
+        csv["test_sets"] = report.tested
     atomic_write_text(stem.with_suffix(".md"), report.markdown)
     atomic_write_text(stem.with_suffix(".csv"), csv.to_csv(index=False))
     atomic_write_text(stem.with_suffix(".tex"), latex_table(report.table, report.caption))
