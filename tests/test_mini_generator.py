@@ -51,8 +51,9 @@ ROUNDS = 20                                # the paper's R is 5: more rounds, a 
 #: the least share of the mini generator's outputs that pass, per decoding (measured: 0.13-0.47 and 0.32-0.47)
 MIN_PASSING = {"off": 0.10, "labels": 0.20}
 MAX_PASSING_RANDOM = 0.05                  # the random generator's most, with either decoding
-#: the least share of the warm-started generator's outputs that pass (measured: see docs/mini-profile.md)
-WARM_MIN_PASSING = {"off": 0.10, "labels": 0.20, "entities": 0.20}
+#: the least share of the warm-started generator's outputs that pass (measured on one build, single thread:
+#: 28, 73 and 120 of 120; docs/mini-profile.md)
+WARM_MIN_PASSING = {"off": 0.10, "labels": 0.30, "entities": 0.50}
 
 
 def tagged(text: str) -> TaggedSentence:
