@@ -69,6 +69,7 @@ from aclm.base.io import atomic_dir, read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.progress import show_progress
 from aclm.base.runtime import Interrupted
+from aclm.steps.generator import set_language
 from tools.tiny_models import _n_params, _special_ids, train_mbart50_tokenizer
 
 log = logging.getLogger("tools.pretraining")
@@ -296,8 +297,7 @@ class DenoisingCollator:
     def __call__(self, features: list[dict]) -> dict:
         encoded = []
         for f in features:
-            if f["code"] is not None and (self.tokenizer.src_lang != f["code"] or self.tokenizer.tgt_lang != f["code"]):
-                self.tokenizer.src_lang = self.tokenizer.tgt_lang = f["code"]
+            set_language(self.tokenizer, f["code"])
             encoded.append(self.tokenizer(self.noisy(f), text_target=" ".join(f["words"]),
                                           max_length=self.max_length, truncation=True))
         batch = self.tokenizer.pad([{k: e[k] for k in ("input_ids", "attention_mask")} for e in encoded],
