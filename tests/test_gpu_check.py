@@ -77,8 +77,8 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     records = json.loads((tmp_path / "gpu-check.json").read_text())["steps"]
     assert list(records) == ["environment", "cuda-tests", "models", "generation-batch-2", "generation-batch-4",
-                             "generation-batch-4-entities", "pipeline-s0-s1", "pipeline-s2-s4", "pipeline-s5",
-                             "pipeline-s6-s7", "pack-1", "pack-2"]
+                             "generation-batch-4-entities", "pipeline-s0-s1", "dev-scoring", "pipeline-s2-s4",
+                             "pipeline-s5", "pipeline-s6-s7", "benchmark", "pack-1", "pack-2"]
     assert all(r["status"] == "done" for r in records.values())
     tests = records["cuda-tests"]["result"]
     assert tests["failed"] == 0 and tests["passed"] == 7                # the CUDA tests' code, run on the CPU
@@ -86,6 +86,12 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     summary = (tmp_path / "gpu-check.md").read_text()
     assert summary.startswith("## DRY RUN on the CPU") and "say nothing about a GPU" in summary
     assert "| s7_ner |" in summary and "| 4 | entities |" in summary and "| 2 | off |" in summary
+    epochs = records["pipeline-s0-s1"]["result"]["training"]["epoch_seconds"]       # the S1 epoch's split
+    assert epochs and all(e["train"] > 0 and e["dev"] > 0 for e in epochs) and "| mean s |" in summary
+    scoring = records["dev-scoring"]["result"]["points"]
+    assert [p["batch_size"] for p in scoring] == [8, 32] and all(p["same_spans_as_first"] for p in scoring)
+    bench = records["benchmark"]["result"]
+    assert bench["generation_released_s"] > 0 and bench["retrieval_15k_seconds"] > 0 and "ours faster" in summary
     again = run_check("--dry-run", "--state", str(tmp_path))
     assert again.returncode == 0 and again.stdout.count("done earlier") == len(records)
 

@@ -238,7 +238,8 @@ def main() -> None:
     decoding = OmegaConf.merge(paper_decoding, {"batch_size": cfg.generation.batch_size})
     approaches = usable_comparison(model, gen_tok, sentences[:args.compare], compared, decoding, types, code, device)
     ours, theirs = approaches["off"]["wall_s"], approaches["released"]["wall_s"]
-    figures.update(generation_ours_s=ours, generation_released_s=theirs, generation_speedup=theirs / ours)
+    figures.update(compared=len(compared), generation_ours_s=ours, generation_released_s=theirs,
+                   generation_speedup=theirs / ours)
     for name, facts in approaches.items():
         figures.update({f"{name}_{k}": v for k, v in facts.items()})
     encode_s, loop_s = released_retrieval([" ".join(s.tokens) for s in corpus(args.pairs_n)], embedder, device)

@@ -64,6 +64,8 @@ class Mode:
     templates: int                    # templates decoded per batch-size point
     packing: tuple[int, ...]
     pack_overrides: list[str]
+    eval_batch_sizes: tuple[int, ...]   # the dev scoring of the measured setting's S1 tagger, per batch size
+    benchmark: list[str]                # tools/benchmark.py's sizes: the released approach beside ours
 
     def overrides(self, run_dir: Path) -> list[str]:
         return [f"profile={self.profile}", f"device={self.device}", f"run_dir={run_dir}", *self.setting]
@@ -79,13 +81,15 @@ def real_mode(data: Path, ner_epochs: int) -> Mode:
     setting = ["dataset=multiconer/en", "gold=100", "seed=1", "splits.dev_size=null", f"ner.epochs={ner_epochs}",
                "generator.epochs=10", "generation.rounds=5"]
     return Mode("cuda", "paper_shape", "cuda", ["--shape", "paper", "--text", str(data / "multiconer/en/train_full.conll")],
-                setting, (8, 16, 32, 64, 128), (32, 128), 256, (1, 2, 4), ["ner.epochs=3", "splits.dev_size=null"])
+                setting, (8, 16, 32, 64, 128), (32, 128), 256, (1, 2, 4, 8), ["ner.epochs=3", "splits.dev_size=null"],
+                (32, 64, 128, 256), ["--sentences", "1000", "--generate", "64", "--compare", "16", "--pairs-n", "500"])
 
 
 def dry_mode() -> Mode:
     """Every step at its smallest: the tiny profile's bundled sample, one epoch each, two points per sweep."""
     return Mode("dry", "tiny", "cpu", ["--out", "models/tiny"], ["ner.epochs=1", "generator.epochs=1",
-                "generation.rounds=1"], (2, 4), (4,), 4, (1, 2), ["ner.epochs=1"])
+                "generation.rounds=1"], (2, 4), (4,), 4, (1, 2), ["ner.epochs=1"],
+                (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"])
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -156,18 +160,34 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
                              "--templates", str(mode.templates), f"profile={mode.profile}", f"device={mode.device}",
                              f"generation.constrained={constrained}")
               for constrained, size in mode.generation_points()]
-    setting = mode.overrides(check.state / "runs" / "pipeline")
-    costs = check.figures("pipeline.json")
-    steps += [Step("pipeline-s0-s1", check.script("train_ner.py", "method=gold_only", *setting)),
+    pipeline = check.state / "runs" / "pipeline"
+    setting, costs = mode.overrides(pipeline), check.figures("pipeline.json")
+    steps += [Step("pipeline-s0-s1", check.script("train_ner.py", "method=gold_only", *setting),
+                   tagger_epochs(pipeline)),
+              check.measured("dev-scoring", "dev-scoring", "--batch-sizes", ",".join(map(str, mode.eval_batch_sizes)),
+                             "--run-dir", str(pipeline), *setting),
               Step("pipeline-s2-s4", check.script("finetune_generator.py", "method=aclm", *setting)),
               Step("pipeline-s5", check.script("generate.py", "method=aclm", *setting)),
               Step("pipeline-s6-s7", check.script("stage_costs.py", "--json", str(costs), "method=aclm", *setting),
                    read_figures(costs))]
+    bench = check.figures("benchmark.json")
+    steps.append(Step("benchmark", check.script("benchmark.py", "--json", str(bench), *mode.benchmark,
+                                                f"profile={mode.profile}", f"device={mode.device}"), read_figures(bench)))
     steps += [check.measured(f"pack-{jobs}", "packing", "--jobs", str(jobs), "--run-dir",
                              str(check.state / "runs" / f"pack-{jobs}"), f"profile={mode.profile}",
                              f"device={mode.device}", *mode.pack_overrides)
               for jobs in mode.packing]
     return steps
+
+
+def tagger_epochs(run_dir: Path) -> Callable[[], dict]:
+    """The S1 stamp's training facts: each epoch's seconds training, scoring dev and saving."""
+    def collect() -> dict:
+        stamp = json.loads(next(run_dir.rglob("s1_ner/_stage.json")).read_text())
+        return {"seconds": stamp["seconds"], "training": stamp["facts"]["training"],
+                "eval_batch_size": stamp["config"]["ner"]["eval_batch_size"]}
+
+    return collect
 
 
 def generation_step(size: int, constrained: str) -> str:
@@ -324,6 +344,51 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
             "seconds": round(seconds, 2), "templates_per_s": round(len(jobs) / seconds, 2),
             "parse_and_keep_entities": round(kept / len(jobs), 3),
             "cuda_peak_mb": round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None}
+
+
+def measure_dev_scoring(run_dir: Path, overrides: list[str], batch_sizes: list[int]) -> dict:
+    """Scoring the dev set as flair's trainer does after every epoch, with the S1 tagger of ``run_dir``: seconds
+    and CUDA peak per evaluation batch size, without and with the per-epoch predictions file flair asks for
+    (``dev.tsv``, which the stage no longer writes), and whether the batch sizes predict the same spans."""
+    import tempfile
+
+    import torch
+
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from aclm.base.runtime import select_device
+    from aclm.steps.tagger import LABEL_TYPE, load_tagger, to_flair
+
+    cfg = load_config(overrides)
+    device = select_device(cfg.device)
+    tagger = load_tagger(next(run_dir.rglob("s1_ner/best-model.pt")))
+    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
+    cuda = device.type == "cuda"
+
+    def score(batch_size: int, out_path: Optional[Path]) -> tuple[float, int, list]:
+        sentences = to_flair(dev)
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        tagger.evaluate(sentences, gold_label_type=LABEL_TYPE, mini_batch_size=batch_size, out_path=out_path,
+                        embedding_storage_mode="none")
+        if cuda:
+            torch.cuda.synchronize()
+        spans = [[(l.unlabeled_identifier, l.value) for l in s.get_labels("predicted")] for s in sentences]
+        return time.perf_counter() - start, round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None, spans
+
+    score(batch_sizes[0], None)                     # warm-up: kernels, allocator
+    points, first = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in batch_sizes:
+            seconds, peak, spans = score(size, None)
+            with_file, _, _ = score(size, Path(tmp) / "dev.tsv")
+            first = spans if first is None else first
+            points.append({"batch_size": size, "seconds": round(seconds, 3), "with_dev_file_s": round(with_file, 3),
+                           "cuda_peak_mb": peak, "same_spans_as_first": spans == first,
+                           "predicted_spans": sum(map(len, spans))})
+    return {"sentences": len(dev), "points": points}
 
 
 def gpu_memory_used() -> Optional[int]:
@@ -600,13 +665,46 @@ def throughput_lines(records: dict, mode: Mode) -> list[str]:
     return lines
 
 
+def tagger_lines(records: dict) -> list[str]:
+    """Where the measured S1's epochs went, and the dev scoring per evaluation batch size."""
+    s1, scoring = result(records, "pipeline-s0-s1"), result(records, "dev-scoring")
+    lines = []
+    if s1:
+        epochs = s1["training"]["epoch_seconds"]
+        mean = {part: sum(e.get(part, 0.0) for e in epochs) / len(epochs) for part in ("train", "dev", "save")}
+        lines += ["", f"### The S1 tagger's epochs ({len(epochs)} epochs, evaluation batch {s1['eval_batch_size']})", "",
+                  "| per epoch | training | scoring dev | saving |", "|---|---|---|---|",
+                  f"| mean s | {mean['train']:.2f} | {mean['dev']:.2f} | {mean['save']:.2f} |",
+                  "", f"The stage took {s1['seconds']:.1f} s; writing the final model "
+                      f"{s1['training']['seconds'].get('final_save', 0.0):.1f} s."]
+    if scoring:
+        lines += ["", f"### Scoring the dev set ({scoring['sentences']} sentences) as the trainer does after each epoch",
+                  "", "| eval batch | seconds | with flair's dev.tsv | CUDA peak MB | same spans as the first |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {p['batch_size']} | {p['seconds']:.2f} | {p['with_dev_file_s']:.2f} | {fmt(p['cuda_peak_mb'])} | "
+                  f"{'yes' if p['same_spans_as_first'] else 'no'} |" for p in scoring["points"]]
+    return lines
+
+
+def benchmark_lines(records: dict) -> list[str]:
+    bench = result(records, "benchmark")
+    if not bench:
+        return []
+    return ["", "### The released code's approach beside ours (tools/benchmark.py, same models and data)", "",
+            "| | released | ours | ours faster |", "|---|---|---|---|",
+            f"| generation, {bench.get('compared', 16)} templates (s) | {bench['generation_released_s']:.1f} | "
+            f"{bench['generation_ours_s']:.1f} | {bench['generation_speedup']:.1f}x |",
+            f"| retrieval, 15,000 sentences (s) | {bench['retrieval_released_15k_s_extrapolated']:,.0f} (extrapolated) | "
+            f"{bench['retrieval_15k_seconds']:.1f} | {bench['retrieval_speedup_15k']:,.0f}x |"]
+
+
 def markdown(records: dict, mode: Mode) -> str:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     title = (f"## Results\n\nMeasured {when}." if mode.name == "cuda" else
              f"## DRY RUN on the CPU ({when})\n\nTiny random models on the CPU: these figures say nothing about a "
              "GPU. They show that every step of the check runs end to end.")
     return "\n".join([title, "", *environment_lines(records, mode), *pipeline_lines(records, mode),
-                      *throughput_lines(records, mode)]) + "\n"
+                      *tagger_lines(records), *throughput_lines(records, mode), *benchmark_lines(records)]) + "\n"
 
 
 def write_results(records: dict, mode: Mode, folder: Path) -> None:
@@ -669,6 +767,8 @@ def measurement(args: argparse.Namespace) -> int:
         figures = measure_environment()
     elif args.command == "generation":
         figures = measure_generation(args.overrides, args.batch_size, args.templates)
+    elif args.command == "dev-scoring":
+        figures = measure_dev_scoring(args.run_dir, args.overrides, [int(b) for b in args.batch_sizes.split(",")])
     else:
         figures = measure_packing(args.jobs, args.run_dir, args.overrides)
     write_json(args.json, figures)
@@ -698,7 +798,8 @@ def parser() -> argparse.ArgumentParser:
     installer.add_argument("--bundle", type=Path, required=True)
     installer.add_argument("--python", default=sys.executable)
     for name, text in (("environment", "the device and library versions"),
-                       ("generation", "decoding throughput at one batch size"), ("packing", "N runs at once")):
+                       ("generation", "decoding throughput at one batch size"), ("packing", "N runs at once"),
+                       ("dev-scoring", "the S1 tagger's dev scoring per evaluation batch size")):
         measure = sub.add_parser(name, help=f"(a step of run) measure {text}")
         measure.add_argument("--json", type=Path, required=True, help="where the figures go")
         if name == "generation":
@@ -706,7 +807,10 @@ def parser() -> argparse.ArgumentParser:
             measure.add_argument("--templates", type=int, required=True)
         if name == "packing":
             measure.add_argument("--jobs", type=int, required=True)
+        if name in ("packing", "dev-scoring"):
             measure.add_argument("--run-dir", type=Path, required=True)
+        if name == "dev-scoring":
+            measure.add_argument("--batch-sizes", required=True, help="comma-separated")
         if name != "environment":
             measure.add_argument("overrides", nargs="*", metavar="key=value", help="profile=... device=...")
     return top

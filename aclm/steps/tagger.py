@@ -7,7 +7,8 @@ Two recipes, one switch (``ner.tagger``):
 * ``bilstm_crf``: WikiNEuRal's, mean sub-token pooling over the average of the
   last four layers, a 2-layer BiLSTM and a CRF.
 
-flair's trainer keeps the best model by dev F1 (``best-model.pt``).  A tagger
+flair's trainer picks the best model by dev F1; :class:`BestInMemory` keeps its
+weights and ``best-model.pt`` is written once, at the end.  A tagger
 that ends with dev F1 0 or predicts only ``O`` learned nothing: it raises
 :class:`NoLearning` (or warns, with ``ner.on_no_learning=warn``) instead of
 feeding attention maps, the consistency filter and scores downstream.
@@ -170,6 +171,39 @@ class EpochTimes(TrainerPlugin):
         return {part: round(sum(e.get(part, 0.0) for e in self.epochs), 3) for part in ("train", "dev", "save")}
 
 
+class BestInMemory(TrainerPlugin):
+    """The best dev epoch's weights, copied to CPU memory, in place of flair's ``best-model.pt`` rewritten at
+    every improvement (2.2 GB a write for XLM-R-large) and read back at the end; :func:`train_tagger` writes
+    them once.  Same weights, same file contents: only the writes are saved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: dict | None = None
+
+    @TrainerPlugin.hook
+    def after_evaluation(self, current_model_is_best, **kw):
+        if current_model_is_best:
+            self.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+
+    def restore(self, tagger: SequenceTagger) -> None:
+        """Put the best epoch's weights back (none recorded: the last epoch's stay, as flair leaves them)."""
+        if self.state is not None:
+            tagger.load_state_dict(self.state)
+
+
+@contextmanager
+def no_dev_predictions_file(tagger: SequenceTagger) -> Iterator[None]:
+    """Inside the block the tagger's evaluation writes no predictions file: flair's trainer asks for the dev
+    set's (``dev.tsv``) at every epoch, a label object per token, and nothing reads it (S7's test predictions
+    are written by :func:`aclm.run.tagging.evaluate_on`)."""
+    evaluate = tagger.evaluate
+    tagger.evaluate = lambda *args, **kwargs: evaluate(*args, **{**kwargs, "out_path": None})
+    try:
+        yield
+    finally:
+        del tagger.evaluate
+
+
 class EpochProgress(TrainerPlugin):
     """One progress bar over the epochs, with the ETA, the last dev F1 and the learning rate.
 
@@ -247,16 +281,17 @@ def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence
     """
     corpus = Corpus(train=FlairDatapointDataset(to_flair(train)), dev=FlairDatapointDataset(to_flair(dev)),
                     test=None, sample_missing_splits=False)
-    counter, progress, times = EpochCounter(), EpochProgress(cfg.epochs), EpochTimes()
-    plugins = [counter, times, progress, *schedule_plugins(cfg, out_dir)]
+    counter, progress, times, best_weights = EpochCounter(), EpochProgress(cfg.epochs), EpochTimes(), BestInMemory()
+    plugins = [counter, times, progress, best_weights, *schedule_plugins(cfg, out_dir)]
     try:
         with quiet_flair():
             tagger = build_tagger(cfg, types)
-            ModelTrainer(tagger, corpus).train_custom(
-                base_path=out_dir, learning_rate=cfg.lr, mini_batch_size=cfg.batch_size,
-                eval_batch_size=cfg.eval_batch_size, max_epochs=cfg.epochs, optimizer=OPTIMIZERS[cfg.optimizer],
-                plugins=plugins, embeddings_storage_mode="none", use_amp=amp(cfg),
-                save_final_model=False, create_file_logs=False, create_loss_file=True)
+            with no_dev_predictions_file(tagger):   # use_final_model_for_eval: no best-model.pt written per epoch
+                ModelTrainer(tagger, corpus).train_custom(
+                    base_path=out_dir, learning_rate=cfg.lr, mini_batch_size=cfg.batch_size,
+                    eval_batch_size=cfg.eval_batch_size, max_epochs=cfg.epochs, optimizer=OPTIMIZERS[cfg.optimizer],
+                    plugins=plugins, embeddings_storage_mode="none", use_amp=amp(cfg), use_final_model_for_eval=True,
+                    save_final_model=False, create_file_logs=False, create_loss_file=True)
     finally:
         progress.close()
     times.close()
@@ -264,8 +299,10 @@ def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence
              "stop_reason": stop_reason(cfg, counter.epochs, plugins), "seconds": times.totals(),
              "epoch_seconds": times.epochs}
     best = out_dir / "best-model.pt"
-    if not best.exists():  # no dev improvement was ever recorded (e.g. one epoch of all-O output)
-        tagger.save(best)
+    best_weights.restore(tagger)
+    start = time.perf_counter()
+    tagger.save(best)
+    facts["seconds"]["final_save"] = round(time.perf_counter() - start, 3)
     log.info("tagger trained %d of %d epochs (%s)", counter.epochs, cfg.epochs, facts["stop_reason"])
     return best, facts
 

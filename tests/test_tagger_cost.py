@@ -1,0 +1,105 @@
+"""The tagger's cuts of what is not the model's arithmetic change no result.
+
+:func:`aclm.steps.tagger.train_tagger` keeps the best epoch's weights in
+memory and writes ``best-model.pt`` once, and asks flair for no dev
+predictions file per epoch.  Each test trains twice from one seed, once that
+way and once on flair's own path (the best model written at every
+improvement and read back at the end, ``dev.tsv`` every epoch), and compares
+the per-epoch dev scores of ``loss.tsv`` and the final model's predictions.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from contextlib import ExitStack, nullcontext
+from pathlib import Path
+from unittest.mock import patch
+
+import pytest
+
+from aclm.base.config import load_config
+from aclm.base.datasets import load_split
+from aclm.base.runtime import seed_everything
+
+TINY = ["profile=tiny", "ner.epochs=6"]   # a random tiny encoder predicts only O: its dev losses are what differ
+# the mini encoder with a recipe that learns within a few epochs, so that the best dev epoch is chosen among several
+MINI = ["profile=mini", "ner.epochs=5", "ner.optimizer=adamw", "ner.lr=5e-5", "ner.schedule=linear"]
+
+
+def train_twice(tmp_path: Path, overrides: list[str], dataset: str, n_train: int, n_dev: int,
+                data_dir: Path | None = None) -> tuple[dict, dict]:
+    from flair.trainers import ModelTrainer
+
+    cfg = load_config([*overrides, f"dataset={dataset}"])
+    train = load_split(dataset, "train", data_dir)[:n_train]
+    dev = load_split(dataset, "dev", data_dir)[:n_dev]
+    types = sorted({t for s in train + dev for _, _, t in s.spans()})
+    flair_train = ModelTrainer.train_custom
+    runs = {}
+    for name in ("ours", "flair"):
+        with ExitStack() as stack:
+            if name == "flair":
+                stack.enter_context(patch("aclm.steps.tagger.no_dev_predictions_file", lambda tagger: nullcontext()))
+                stack.enter_context(patch("aclm.steps.tagger.BestInMemory.restore", lambda self, tagger: None))
+                stack.enter_context(patch.object(ModelTrainer, "train_custom", best_model_file(flair_train)))
+            runs[name] = train_once(cfg.ner, train, dev, types, tmp_path / name)
+    return runs["ours"], runs["flair"]
+
+
+def best_model_file(train_custom):
+    """flair's ``train_custom`` writing best-model.pt at every improvement (its signature kept: flair reads it)."""
+    @functools.wraps(train_custom)
+    def train(self, **kwargs):
+        return train_custom(self, **{**kwargs, "use_final_model_for_eval": False})
+
+    return train
+
+
+def train_once(ner, train, dev, types, out: Path) -> dict:
+    from aclm.steps.tagger import load_tagger, predict_tags, train_tagger
+
+    seed_everything(1)
+    model, facts = train_tagger(ner, train, dev, types, out)
+    with (out / "loss.tsv").open() as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    dev_columns = [{k: v for k, v in row.items() if k.startswith("DEV")} for row in rows]
+    return {"dev": dev_columns, "predicted": predict_tags(load_tagger(model), dev), "facts": facts,
+            "dev_file": (out / "dev.tsv").exists()}
+
+
+def check_identical(ours: dict, flair: dict) -> None:
+    assert flair["dev_file"] and not ours["dev_file"]            # the reference did take flair's own path
+    assert ours["dev"] and ours["dev"] == flair["dev"]           # every epoch's dev loss and F1
+    assert ours["predicted"] == flair["predicted"]
+    assert ours["facts"]["epochs_trained"] == flair["facts"]["epochs_trained"]
+
+
+def test_tiny_tagger_scores_and_predicts_as_on_flairs_path(tiny_models, tmp_path):
+    ours, flair = train_twice(tmp_path, TINY, "sample/en", 200, 60)
+    check_identical(ours, flair)
+
+
+@pytest.mark.real_weights
+def test_mini_tagger_scores_and_predicts_as_on_flairs_path(shared_data, tmp_path):
+    ours, flair = train_twice(tmp_path, MINI, "multiconer/en", 100, 200, shared_data)
+    check_identical(ours, flair)
+    assert any(tag != "O" for tags in ours["predicted"] for tag in tags)      # it learned: a best epoch was chosen
+    assert max(float(row["DEV_F1"]) for row in ours["dev"]) > 0
+
+
+def test_best_in_memory_keeps_the_best_epochs_weights():
+    """Weights copied when the epoch is best, not after; a later worse epoch does not overwrite them."""
+    import torch
+
+    from aclm.steps.tagger import BestInMemory
+
+    model = torch.nn.Linear(2, 2)
+    plugin = BestInMemory()
+    with patch.object(BestInMemory, "model", model):
+        for value, best in ((1.0, True), (2.0, True), (3.0, False)):
+            with torch.no_grad():
+                model.weight.fill_(value)
+            plugin.after_evaluation(current_model_is_best=best)
+    plugin.restore(model)
+    assert torch.all(model.weight == 2.0)
