@@ -103,6 +103,8 @@ clean:  ## delete runs/ and the tiny and paper-size models built here (not the m
 
 # --- Paper tables (configs/grids/<table>.yaml) ---------------------------------------------
 #   make reproduce-table1 PROFILE=paper -j 4            all of Table 1, then the table
+#   make reproduce-table1 PROFILE=paper JOBS=auto       as many runs at once as the GPU's memory holds
+#                                                       (scripts/grid.py jobs: measured peaks; docs/cost.md)
 #   make reproduce-table1 LANGS=en SIZES=100,200 METHODS=gold_only,aclm SEEDS=1,2
 #   make reproduce-melm_table1 ... ; make aggregate-table3 (the table only, no runs)
 # Each run is a file target (its result.json); methods wait for their setting's S1, so -j
@@ -120,6 +122,7 @@ SIZES   ?=
 METHODS ?=
 SEEDS   ?=
 TEST_SET ?=
+JOBS    ?=
 RUNS    ?= runs
 RESULTS ?= results
 GRID_ARGS = profile=$(PROFILE) run_dir=$(RUNS) $(if $(LANGS),langs=$(LANGS)) \
@@ -128,7 +131,8 @@ GRID_ARGS = profile=$(PROFILE) run_dir=$(RUNS) $(if $(LANGS),langs=$(LANGS)) \
 
 define reproduce_grid
 	+@frag=$$($(PYTHON) scripts/grid.py makefile $(1) $(GRID_ARGS) --python $(PYTHON)) || exit 1; \
-	$(MAKE) -k -f $$frag all; status=$$?; \
+	jobs=$(if $(filter auto,$(JOBS)),$$($(PYTHON) scripts/grid.py jobs $(1) $(GRID_ARGS)) || exit 1,$(JOBS)); \
+	$(MAKE) -k $${jobs:+-j $$jobs} -f $$frag all; status=$$?; \
 	$(PYTHON) scripts/aggregate.py $(1) $(GRID_ARGS) --out $(RESULTS) || status=1; \
 	exit $$status
 endef

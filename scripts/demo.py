@@ -19,7 +19,7 @@ import json
 from aclm.base.config import load_config
 from aclm.base.data import bio_spans
 from aclm.run import layout, outputs
-from aclm.run.chain import result_dir
+from aclm.run.chain import plan, recorded_seconds, result_dir
 from aclm.run.cli import main_guard, parse, stage_parser
 from aclm.run.gold import dataset_files
 from aclm.run.layout import RunLayout
@@ -28,6 +28,9 @@ EXAMPLES = 6
 #: the taggers' epochs here: the profile's 100 would train up to five times as long (the demo takes 10 minutes);
 #: in its own run folder, so that the mini Table 1's converged runs are not retrained
 DEMO_EPOCHS = 20
+#: what the demo took on 2 idle cores the first time (the mini generator already built): the guess where no
+#: run of it has recorded its stages' times yet
+FIRST_RUN_MINUTES = 10
 KEYWORD_EXAMPLES = 5
 
 
@@ -92,6 +95,20 @@ def show_keywords(cfg) -> None:
         print(f"template : {by_tokens[tuple(r['tokens'])]}")
 
 
+def expected_minutes(overrides: list[str]) -> tuple[float, str]:
+    """How long the demo should take here: the recorded times of the stages not yet current (both methods'
+    chains, shared stages once), or the first run's measured figure where none is recorded."""
+    todo: dict[str, float | None] = {}
+    for method in ("gold_only", "aclm"):
+        cfg = load_config([*overrides, f"method={method}"])
+        todo.update({name: recorded_seconds(cfg, name) for name, state in plan(cfg) if state != "current"})
+    if not todo:
+        return 0.0, "every stage is current"
+    if any(seconds is None for seconds in todo.values()):
+        return FIRST_RUN_MINUTES, "measured on 2 idle cores; more while other processes share them"
+    return sum(todo.values()) / 60, f"the times its stages recorded under {cfg.run_dir}"
+
+
 def main() -> None:
     args, _ = parse(stage_parser(__doc__))
     overrides = ["profile=mini", "gold=100", f"ner.epochs={DEMO_EPOCHS}", "run_dir=runs/demo", *args.overrides]
@@ -99,6 +116,8 @@ def main() -> None:
     if missing and not any(o.startswith("dataset=") for o in args.overrides):
         print(f"{missing[0]} not found (set ACLM_DATA_DIR to the data folder): using the bundled sample instead")
         overrides += ["dataset=sample/en", "gold=full"]
+    minutes, source = expected_minutes(overrides)
+    print(f"expected: about {minutes:.0f} min ({source})", flush=True)
     results = {}
     for method in ("gold_only", "aclm"):
         cfg = load_config([*overrides, f"method={method}"])

@@ -7,6 +7,7 @@
     python scripts/grid.py prune table1 profile=paper                 # drop finished settings' S1 weights
     python scripts/grid.py cell <result.json> method=aclm profile=...  # one run, failed.json on error
     python scripts/grid.py submit table1 profile=paper --slurm [--dry-run]  # job arrays, then the table
+    python scripts/grid.py jobs table1 profile=paper                  # runs one GPU holds at once (JOBS=auto)
 
 The cells are chosen by ``key=value`` as a stage script's config:
 ``profile=`` (default paper), ``run_dir=`` (default runs) and the slices
@@ -18,7 +19,9 @@ slices (default ``slice``; ``makefile``, ``list`` and ``submit`` stop at once
 when the release's files are missing).  ``makefile`` writes the fragment atomically
 (``<run_dir>/<profile>/grids/``) and prints its path.  ``submit`` sends the runs that are not done to Slurm
 (``aclm/experiments/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
-``--dry-run`` prints the batch scripts instead.  See ``aclm/experiments/grid.py`` for
+``--dry-run`` prints the batch scripts instead.  ``jobs`` prints how many runs
+to start at once on this machine's GPU, from the measured CUDA peaks and the
+card's free memory (``aclm/experiments/packing.py``); ``make ... JOBS=auto`` uses it.  See ``aclm/experiments/grid.py`` for
 make and GNU parallel.
 """
 
@@ -34,6 +37,7 @@ from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, e
                                    grid_script, has_multiconer, load_grid, makefile, parse_slice, prune_finished_s1,
                                    require_test_set_data, run_cell, selected_cells, selection, with_prerequisites,
                                    with_test_set, write_makefile)
+from aclm.experiments.packing import choose
 from aclm.experiments.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
 
@@ -98,6 +102,7 @@ def main() -> None:
                         help="only 0: S1, 1: augmentation methods, 2: WikiNEuRal (run in this order)")
     add_grid_args(sub.add_parser("prune", help="delete the S1 weights of the settings whose runs are all done"))
     add_submit_args(sub.add_parser("submit", help="submit the runs not done to Slurm as job arrays, then the table"))
+    add_grid_args(sub.add_parser("jobs", help="print how many runs to start at once on this GPU (the reason on stderr)"))
     check = sub.add_parser("check", help="fail if two grids would write one result with different commands")
     add_selection(check)
     cell = sub.add_parser("cell", help="run one cell; write failed.json beside its result if it fails")
@@ -120,7 +125,11 @@ def main() -> None:
     cells = selected_cells(grid, chosen)
     if args.command in ("makefile", "list", "submit"):
         require_test_set_data(cells, chosen["test_set"])
-    if args.command == "prune":
+    if args.command == "jobs":
+        packing = choose(Path(chosen["run_dir"]), chosen["profile"])
+        print(packing.reason, file=sys.stderr)
+        print(packing.runs)
+    elif args.command == "prune":
         settings, freed = prune_finished_s1(cells)
         print(f"pruned the S1 weights of {settings} finished settings: {freed / 1e9:.2f} GB freed")
     elif args.command == "submit":

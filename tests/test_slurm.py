@@ -19,7 +19,7 @@ import pytest
 
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.grid import Cell, expand, load_grid
-from aclm.experiments.slurm import Places, id_ranges, load_cluster, plan, plan_jobs, run_label
+from aclm.experiments.slurm import CLUSTER_FILE, Places, id_ranges, load_cluster, plan, plan_jobs, run_label
 
 pytestmark = pytest.mark.slurm
 
@@ -94,6 +94,22 @@ def test_dry_run_scripts_exec_the_run_and_log_it_under_its_name(arrays_of, tmp_p
     assert run_label(arrays[1].tasks[0]) == "multiconer-en-gold100-seed1-aclm"
     assert "#SBATCH --gres" not in table and "afterany:<t.gold_only>:<t.aclm.after-gold_only>" in table
     assert not tmp_path.joinpath("runs").exists()              # planning writes nothing
+
+
+def test_gpu_shards_place_several_runs_on_one_gpu(tmp_path):
+    import yaml
+
+    from aclm.experiments.slurm import SlurmError
+
+    raw = yaml.safe_load(CLUSTER_FILE.read_text())
+    shared = tmp_path / "shards.yaml"
+    shared.write_text(yaml.safe_dump({"cluster": {**raw["cluster"], "gpu_gres": "shard"}}))
+    cluster = load_cluster(shared)
+    assert "--gres=shard:1" in cluster.options("methods") and not any("gpu:" in o for o in cluster.options("s1"))
+    assert not any(o.startswith("--gres") for o in cluster.options("aggregate"))      # no GPU, no shard
+    shared.write_text(yaml.safe_dump({"cluster": {**raw["cluster"], "gpu_gres": "mps"}}))
+    with pytest.raises(SlurmError, match="gpu_gres is gpu or shard"):
+        load_cluster(shared)
 
 
 # --- a real Slurm ----------------------------------------------------------------------------

@@ -103,3 +103,16 @@ def test_best_in_memory_keeps_the_best_epochs_weights():
             plugin.after_evaluation(current_model_is_best=best)
     plugin.restore(model)
     assert torch.all(model.weight == 2.0)
+
+
+def test_a_taggers_epochs_scale_with_the_warm_up_counted_once():
+    """The S1 of the GPU check on one H100 (10 epochs of 100): the first epoch's 13 s of warm-up is paid once."""
+    from tools.stage_costs import tagger_seconds_at
+
+    epochs = [{"epoch": 1, "train": 13.0, "dev": 1.0, "save": 0.0}] + [
+        {"epoch": i, "train": 1.6, "dev": 1.2, "save": 0.0} for i in range(2, 11)]
+    measured = 20.0 + sum(e["train"] + e["dev"] for e in epochs)          # 20 s outside the epochs
+    assert tagger_seconds_at(100, measured, {"epoch_seconds": epochs}) == pytest.approx(20.0 + 11.2 + 100 * 2.8)
+    assert tagger_seconds_at(100, measured, {"epoch_seconds": epochs}, grow=6) == pytest.approx(
+        20.0 + 11.2 + 100 * (6 * 1.6 + 1.2))
+    assert tagger_seconds_at(100, 5.0, {"epoch_seconds": epochs[:1]}) is None      # one epoch: nothing to scale by

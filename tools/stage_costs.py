@@ -21,6 +21,7 @@ import argparse
 import shutil
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -56,12 +57,27 @@ def sentences_of(data: Path, split: str) -> int:
     return facts(data)[split]
 
 
+def tagger_seconds_at(epochs_to: int, seconds: float, training: dict, grow: float = 1.0) -> Optional[float]:
+    """A tagger stage's seconds at ``epochs_to`` epochs from the epochs it measured (``epoch_seconds``): what
+    lies outside the epochs (loading, the final save) once, the first epoch's warm-up (CUDA kernels, the
+    allocator) once, every epoch at the mean of the later ones, its training pass times ``grow``.  None with
+    fewer than two epochs measured."""
+    epochs = training.get("epoch_seconds") or []
+    if len(epochs) < 2:
+        return None
+    spent = [e["train"] + e["dev"] + e.get("save", 0.0) for e in epochs]
+    train = sum(e["train"] for e in epochs[1:]) / (len(epochs) - 1)
+    rest = sum(spent[1:]) / (len(epochs) - 1) - train
+    return seconds - sum(spent) + max(spent[0] - train - rest, 0.0) + epochs_to * (train * grow + rest)
+
+
 def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     """One row per stage of the chain: its cost in this run and that cost scaled to the paper's settings.
 
     A tagger's epoch is its training pass plus one dev scoring pass (and one more
-    at the end); the scoring rate comes from the evaluation stage, so training
-    can be scaled by the training-set size and scoring by the dev size.
+    at the end).  Where the stage recorded each epoch's seconds, they scale it
+    (:func:`tagger_seconds_at`); else the scoring rate comes from the evaluation
+    stage, so training can be scaled by the training-set size and scoring by the dev size.
     """
     paper = load_config(["profile=paper", f"dataset={cfg.dataset}"])
     data, scores = done[layout.DATA], list(done.values())[-1]
@@ -80,8 +96,9 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
             training = max(seconds - (epochs + 1) * dev_pass, 0.0) / epochs
             # the paper's S7 trains on gold + up to R x gold generations (all kept: an upper bound)
             grow = (1 + paper.generation.rounds) * train / built["train"] if name == layout.S7 else 1.0
-            row.update(unit="epoch", per_unit=seconds / epochs,
-                       paper_seconds=paper.ner.epochs * (training * grow + dev_pass) + dev_pass)
+            measured = tagger_seconds_at(paper.ner.epochs, seconds, built.get("training", {}), grow)
+            row.update(unit="epoch", per_unit=seconds / epochs, paper_seconds=measured if measured is not None
+                       else paper.ner.epochs * (training * grow + dev_pass) + dev_pass)
         elif name == layout.S4:
             row.update(unit="epoch", per_unit=seconds / cfg.generator.epochs,
                        paper_seconds=seconds / cfg.generator.epochs * paper.generator.epochs)

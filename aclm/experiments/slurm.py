@@ -67,8 +67,8 @@ class Resources:
     mem: str
     time: str
 
-    def options(self) -> list[str]:
-        gres = [f"--gres=gpu:{self.gpus}"] if self.gpus else []
+    def options(self, gpu_gres: str = "gpu") -> list[str]:
+        gres = [f"--gres={gpu_gres}:{self.gpus}"] if self.gpus else []
         return [*gres, f"--cpus-per-task={self.cpus}", f"--mem={self.mem}", f"--time={self.time}"]
 
 
@@ -78,10 +78,11 @@ class Cluster:
     partition: Optional[str] = None
     account: Optional[str] = None
     sbatch: tuple[str, ...] = ()
+    gpu_gres: str = "gpu"            # "shard": a phase's gpus count GPU shards, several runs to a GPU
 
     def options(self, phase: str) -> list[str]:
         where = [f"--{k}={v}" for k, v in (("partition", self.partition), ("account", self.account)) if v]
-        return [*self.phases[phase].options(), *where, *self.sbatch]
+        return [*self.phases[phase].options(self.gpu_gres), *where, *self.sbatch]
 
 
 def load_cluster(path: Path = CLUSTER_FILE, partition: Optional[str] = None,
@@ -96,8 +97,11 @@ def load_cluster(path: Path = CLUSTER_FILE, partition: Optional[str] = None,
         if set(given) != RESOURCE_KEYS:
             raise SlurmError(f"{path}: cluster.phases.{name} needs exactly {sorted(RESOURCE_KEYS)}")
         phases[name] = Resources(int(given["gpus"]), int(given["cpus"]), str(given["mem"]), str(given["time"]))
+    gpu_gres = raw.get("gpu_gres", "gpu")
+    if gpu_gres not in ("gpu", "shard"):
+        raise SlurmError(f"{path}: cluster.gpu_gres is gpu or shard, not {gpu_gres!r}")
     return Cluster(phases, partition or raw.get("partition"), account or raw.get("account"),
-                   tuple(raw.get("sbatch") or ()))
+                   tuple(raw.get("sbatch") or ()), gpu_gres)
 
 
 # --- planning --------------------------------------------------------------------------------

@@ -1,0 +1,32 @@
+"""The demo says how long it expects to take before it starts."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from aclm.base.paths import PROJECT_ROOT
+from aclm.run.chain import run_method
+from conftest import FAST
+
+
+@pytest.fixture(scope="module")
+def demo():
+    spec = importlib.util.spec_from_file_location("demo", PROJECT_ROOT / "scripts" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_expected_time_comes_from_the_stages_recorded_times(demo, fast, tmp_path):
+    overrides = [*FAST, f"run_dir={tmp_path}"]
+    minutes, source = demo.expected_minutes(overrides)
+    assert (minutes, source.startswith("measured")) == (demo.FIRST_RUN_MINUTES, True)      # nothing recorded yet
+    done = {**run_method(fast(tmp_path, "method=gold_only")), **run_method(fast(tmp_path, "method=aclm"))}
+    assert demo.expected_minutes(overrides) == (0.0, "every stage is current")
+    from aclm.run.stages import stamp
+
+    recorded = sum(stamp(path)["seconds"] for name, path in done.items() if name != "data")
+    minutes, source = demo.expected_minutes([*overrides, "seed=2"])   # another seed: every stage but the data's again
+    assert minutes * 60 == pytest.approx(recorded, rel=0.01) and str(tmp_path) in source
