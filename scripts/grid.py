@@ -31,6 +31,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from aclm.base.runtime import handle_signals
 from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, expand, fragment_path, grid_names,
@@ -73,6 +74,14 @@ def add_submit_args(parser: argparse.ArgumentParser) -> None:
 def aggregate_args(chosen: dict, results: str) -> list[str]:
     """scripts/aggregate.py's arguments for the same cells."""
     return [*(f"{k}={v}" for k, v in chosen.items() if v), "--out", results]
+
+
+def stages_of(cells) -> Iterator[str]:
+    """The stages the cells' runs go through, lazily (one chain per method and override set: they repeat)."""
+    from aclm.run.chain import chain
+
+    kinds = {(c.method, c.variant, c.overrides): c for c in cells}
+    yield from {step.name for c in kinds.values() for step in chain(c.config())}
 
 
 def submit_grid(grid, cells, chosen: dict, args: argparse.Namespace) -> None:
@@ -126,7 +135,7 @@ def main() -> None:
     if args.command in ("makefile", "list", "submit"):
         require_test_set_data(cells, chosen["test_set"])
     if args.command == "jobs":
-        packing = choose(Path(chosen["run_dir"]), chosen["profile"])
+        packing = choose(stages_of(with_prerequisites(cells)), Path(chosen["run_dir"]), chosen["profile"])
         print(packing.reason, file=sys.stderr)
         print(packing.runs)
     elif args.command == "prune":

@@ -10,27 +10,38 @@ import pytest
 import torch
 
 from aclm.base.paths import PROJECT_ROOT
-from aclm.experiments.packing import PAPER_PEAK_MB, measured_peak, runs_per_gpu
+from aclm.experiments.packing import PAPER_PEAKS_MB, measured_peaks, need_mb, runs_per_gpu
+
+H100_FREE = 79.2 * 1024                                   # MB free on an idle H100 (the GPU check)
+GOLD_ONLY = ("data", "s1_ner", "s1_eval")
+ACLM = (*GOLD_ONLY, "s2_keywords", "s3_templates", "s4_generator", "s5_generation", "s6_postprocess", "s7_ner",
+        "s7_eval")
 
 
-def test_the_paper_size_peak_fits_three_runs_on_an_80_gb_card_and_gold_only_twelve():
-    h100_free = 79.2 * 1024                                   # MB free on an idle H100 (the GPU check)
-    assert runs_per_gpu(h100_free, PAPER_PEAK_MB, cpus=16) == 3      # 3 x 16.3 GB x 1.25 fits, 4 does not
-    assert runs_per_gpu(h100_free, 5057, cpus=16) == 12              # S1's peak alone
-    assert runs_per_gpu(h100_free, 5057, cpus=2) == 2                # one run per core at most
-    assert runs_per_gpu(1000, PAPER_PEAK_MB, cpus=16) == 1           # never 0: one run always starts
+def test_gold_only_packs_by_s1s_peak_and_aclm_by_s4s():
+    assert need_mb(GOLD_ONLY, {}) == (5054, "s1_ner, at paper size (GPU check)")
+    assert need_mb(ACLM, {})[0] == 16313
+    assert runs_per_gpu(H100_FREE, need_mb(ACLM, {})[0], cpus=16) == 3       # 3 x 16.3 GB x 1.25 fits, 4 does not
+    assert runs_per_gpu(H100_FREE, need_mb(GOLD_ONLY, {})[0], cpus=16) == 12
+    assert runs_per_gpu(H100_FREE, 5054, cpus=2) == 2                          # one run per core at most
+    assert runs_per_gpu(1000, 16313, cpus=16) == 1                             # never 0: one run always starts
+    assert need_mb(("augment",), {})[0] == max(PAPER_PEAKS_MB.values())       # unmeasured: the largest
 
 
-def test_the_measured_peak_is_the_largest_any_stage_of_the_profile_recorded(tmp_path):
-    assert measured_peak(tmp_path, "paper") is None
-    for stage, peak in (("s1_ner", 5057), ("s4_generator", 16313), ("s6_postprocess", None)):
-        folder = tmp_path / "paper" / "multiconer" / "en" / "gold100" / "seed1" / stage
-        folder.mkdir(parents=True)
-        (folder / "_stage.json").write_text(json.dumps({"memory": {"cuda_peak_mb": peak}}))
-    other = tmp_path / "mini" / "s1_ner"
+def test_a_stages_measured_peak_replaces_its_paper_size_one(tmp_path):
+    assert measured_peaks(tmp_path, "mini") == {}
+    for folder, peak in (("seed1/s1_ner", 900), ("seed2/s1_ner", 1100), ("seed1/aclm/s4_generator", 3000),
+                         ("seed1/aclm/s6_postprocess", None)):
+        stage = tmp_path / "mini" / "multiconer" / "en" / "gold100" / folder
+        stage.mkdir(parents=True)
+        (stage / "_stage.json").write_text(json.dumps({"memory": {"cuda_peak_mb": peak}}))
+    other = tmp_path / "paper" / "s1_ner"
     other.mkdir(parents=True)
     (other / "_stage.json").write_text(json.dumps({"memory": {"cuda_peak_mb": 90000}}))
-    assert measured_peak(tmp_path, "paper") == 16313
+    measured = measured_peaks(tmp_path, "mini")
+    assert measured == {"s1_ner": 1100, "s4_generator": 3000}
+    assert need_mb(ACLM, measured) == (5871, "s5_generation, at paper size (GPU check)")   # S5 never ran here
+    assert need_mb(GOLD_ONLY, measured) == (2978, "s1_eval, at paper size (GPU check)")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")

@@ -3,13 +3,14 @@
 Runs of a grid are separate processes; several fit on one card because a
 run at the paper's sizes uses a fraction of it (docs/gpu-check.md: 2, 4 and
 8 Gold-only runs at once gave 2.05, 3.54 and 5.25 times the runs per hour on
-one H100).  A run's need is the largest CUDA peak of any stage, as measured:
-in the stage stamps under ``<run_dir>/<profile>`` when runs there finished
-on a GPU, else the GPU check's figure at paper size (S4: 16,313 MB in bf16).
-A process holds more than its tensors' peak (the CUDA context, the
-allocator's cache): 6,283 MB in use for an S1 peak of 5,057 MB, a factor of
-1.25.  The card's free memory, 5% kept back, over that need, and at most one
-run per CPU core.
+one H100).  A run needs the largest CUDA peak among the stages the selected
+runs will go through: each stage's as measured in the stage stamps under
+``<run_dir>/<profile>`` where runs there finished on a GPU, else its peak at
+paper size in the GPU check.  A process holds more than its tensors' peak
+(the CUDA context, the allocator's cache): 6,283 MB in use for an S1 peak of
+5,057 MB, a factor of 1.25.  The card's free memory, 5% kept back, over that
+need, and at most one run per CPU core.  So a grid's Gold-only runs
+(``METHODS=gold_only``) pack by S1's 5 GB, its ACLM runs by S4's 16 GB.
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Mapping, Optional
 
-PAPER_PEAK_MB = 16313            # S4 at paper size, the largest stage peak (GPU check, one H200)
+#: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  A
+#: baseline's generation stage (augment) was not measured: it gets S4's, the largest (MulDA fine-tunes the
+#: same mBART-50).
+PAPER_PEAKS_MB = {"data": 0, "s1_ner": 5054, "s1_eval": 2978, "s2_keywords": 2564, "s3_templates": 33,
+                  "s4_generator": 16313, "s5_generation": 5871, "augment": 16313, "s6_postprocess": 0,
+                  "s7_ner": 5054, "s7_eval": 2978}
 PROCESS_FACTOR = 1.25            # memory in use per process over its tensors' peak (nvidia-smi, one H100)
 HEADROOM = 0.95                  # the share of the free memory the runs may fill
 
@@ -31,16 +37,27 @@ class Packing:
     reason: str
 
 
-def measured_peak(run_dir: Path, profile: str) -> Optional[int]:
-    """The largest CUDA peak (MB) any finished stage under ``<run_dir>/<profile>`` recorded; None if none ran on a GPU."""
-    peaks = [json.loads(p.read_text()).get("memory", {}).get("cuda_peak_mb")
-             for p in (Path(run_dir) / profile).rglob("_stage.json")]
-    return max((p for p in peaks if p), default=None)
+def measured_peaks(run_dir: Path, profile: str) -> dict[str, int]:
+    """The largest CUDA peak (MB) each stage recorded under ``<run_dir>/<profile>``: the stages run on a GPU."""
+    peaks: dict[str, int] = {}
+    for path in (Path(run_dir) / profile).rglob("_stage.json"):
+        peak = json.loads(path.read_text()).get("memory", {}).get("cuda_peak_mb")
+        if peak:
+            peaks[path.parent.name] = max(peak, peaks.get(path.parent.name, 0))
+    return peaks
+
+
+def need_mb(stages: Iterable[str], measured: Mapping[str, int]) -> tuple[int, str]:
+    """The largest peak among ``stages`` (measured, else at paper size) and which stage it is."""
+    largest = max(PAPER_PEAKS_MB.values())
+    peaks = {s: measured.get(s, PAPER_PEAKS_MB.get(s, largest)) for s in stages}
+    stage = max(peaks, key=peaks.get)
+    return peaks[stage], f"{stage}, " + ("measured here" if stage in measured else "at paper size (GPU check)")
 
 
 def runs_per_gpu(free_mb: float, peak_mb: float, cpus: int) -> int:
     """Runs at once: the free memory (less the headroom) over a process's need, at least 1, at most ``cpus``."""
-    return max(1, min(int(free_mb * HEADROOM // (peak_mb * PROCESS_FACTOR)), cpus))
+    return max(1, min(int(free_mb * HEADROOM // (max(peak_mb, 1) * PROCESS_FACTOR)), cpus))
 
 
 def free_gpu_memory_mb() -> Optional[float]:
@@ -53,16 +70,14 @@ def free_gpu_memory_mb() -> Optional[float]:
     return free / 2**20
 
 
-def choose(run_dir: Path, profile: str) -> Packing:
-    """How many runs of ``profile`` to start at once on this machine's first visible GPU, and why."""
+def choose(stages: Iterable[str], run_dir: Path, profile: str) -> Packing:
+    """How many runs going through ``stages`` to start at once on this machine's first visible GPU, and why
+    (``stages`` is read only where there is a GPU: it may be a lazy iterator)."""
     free = free_gpu_memory_mb()
     if free is None:
         return Packing(1, "no GPU visible: one run at a time (make -j N chooses another number)")
-    measured = measured_peak(run_dir, profile)
-    peak = measured or PAPER_PEAK_MB
-    source = f"the largest stage peak measured in {Path(run_dir) / profile}" if measured else \
-        "the paper-size S4 peak of the GPU check (no run of this profile has finished on a GPU here)"
+    peak, source = need_mb(stages, measured_peaks(run_dir, profile))
     cpus = os.cpu_count() or 1
     runs = runs_per_gpu(free, peak, cpus)
-    return Packing(runs, f"{runs} runs at once: {free:,.0f} MB free x {HEADROOM} / ({peak:,} MB, {source}, "
-                         f"x {PROCESS_FACTOR} per process), at most {cpus} (CPU cores)")
+    return Packing(runs, f"{runs} runs at once: {free:,.0f} MB free x {HEADROOM} / ({peak:,} MB, the peak of "
+                         f"{source}, x {PROCESS_FACTOR} a process), at most {cpus} (CPU cores)")
