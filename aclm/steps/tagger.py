@@ -174,7 +174,7 @@ class EpochTimes(TrainerPlugin):
 class BestInMemory(TrainerPlugin):
     """The best dev epoch's weights, copied to CPU memory, in place of flair's ``best-model.pt`` rewritten at
     every improvement (2.2 GB a write for XLM-R-large) and read back at the end; :func:`train_tagger` writes
-    them once.  Same weights, same file contents: only the writes are saved."""
+    them once.  Same weights, so the same predictions: only the writes are saved."""
 
     def __init__(self) -> None:
         super().__init__()
