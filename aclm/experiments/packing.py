@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-#: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  A
-#: baseline's generation stage (augment) was not measured: it gets S4's, the largest (MulDA fine-tunes the
-#: same mBART-50).
+#: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  Two
+#: were not measured there: Gold-only's scoring (s1_eval) gets S7's scoring's, the same work on the same
+#: tagger size; a baseline's generation stage (augment) gets S4's, the largest (MulDA fine-tunes the same
+#: mBART-50).
 PAPER_PEAKS_MB = {"data": 0, "s1_ner": 5054, "s1_eval": 2978, "s2_keywords": 2564, "s3_templates": 33,
                   "s4_generator": 16313, "s5_generation": 5871, "augment": 16313, "s6_postprocess": 0,
                   "s7_ner": 5054, "s7_eval": 2978}
