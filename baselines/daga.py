@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
+from aclm.base import tensorboard
 from aclm.base.augmentation import kept_row
 from aclm.base.config import DAGAConfig
 from aclm.base.data import TaggedSentence
@@ -128,6 +129,7 @@ def train_lm(sentences: Sequence[TaggedSentence], dev: Sequence[TaggedSentence],
     best: dict = {}
     best_state: dict[str, torch.Tensor] = {}
     progress = tqdm(range(1, cfg.epochs + 1), desc="DAGA LM", unit="epoch")
+    events = tensorboard.writer("daga_lm")
     for epoch in progress:
         model.train()
         total, tokens = 0.0, 0
@@ -146,6 +148,11 @@ def train_lm(sentences: Sequence[TaggedSentence], dev: Sequence[TaggedSentence],
             best = {"lm_best_epoch": epoch, "lm_best_dev_perplexity": perplexity}
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         progress.set_postfix(loss=f"{total / tokens:.3f}", dev_ppl=f"{perplexity:.1f}")
+        if events:
+            events.add_scalar("train/loss", total / tokens, epoch)
+            events.add_scalar("dev/perplexity", perplexity, epoch)
+    if events:
+        events.close()
     model.load_state_dict(best_state)
     return model.eval(), vocab, best
 

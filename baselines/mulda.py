@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2SeqTrainer, set_seed
 
+from aclm.base import tensorboard
 from aclm.base.augmentation import Gold, kept_row
 from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence
@@ -81,7 +82,8 @@ def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSe
     pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(train, train_codes)]
     dev_pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(dev, dev_codes)]
     trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, checkpoints, seed, device), train_dataset=pairs,
-                             eval_dataset=dev_pairs, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+                             eval_dataset=dev_pairs, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+                             callbacks=tensorboard.trainer_callbacks("mulda_lm"))
     show_progress(trainer, "fine-tune MulDA's LM").train()
     return trainer.model.eval(), best_evaluation(trainer)
 

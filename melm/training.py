@@ -23,6 +23,7 @@ import torch
 from transformers import (DataCollatorForLanguageModeling, DataCollatorForTokenClassification, Trainer,
                           TrainingArguments)
 
+from aclm.base import tensorboard
 from aclm.base.config import MELMConfig
 from aclm.base.progress import show_progress
 from aclm.steps.generator import best_evaluation, precision_flags
@@ -100,7 +101,8 @@ def build_trainer(model, tokenizer, train: list[dict], dev: list[dict], cfg: MEL
         dataloader_num_workers=0, use_cpu=device.type == "cpu", **precision_flags("auto", device))
     dev_masked = mask_once(dev, EntityMaskingCollator(tokenizer, mlm_probability=cfg.mask_rate, seed=seed + 1))
     collator = EntityMaskingCollator(tokenizer, mlm_probability=cfg.mask_rate, seed=seed)
-    return Trainer(model=model, args=args, train_dataset=train, eval_dataset=dev_masked, data_collator=collator)
+    return Trainer(model=model, args=args, train_dataset=train, eval_dataset=dev_masked, data_collator=collator,
+                   callbacks=tensorboard.trainer_callbacks("melm"))
 
 
 def finetune(model, tokenizer, train: list[dict], dev: list[dict], cfg: MELMConfig, seed: int,

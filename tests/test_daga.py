@@ -189,3 +189,30 @@ def test_augment_gold_records_the_lms_best_epoch_and_dev_perplexity():
     rows, counts = daga.augment_gold(cfg, SimpleNamespace(train=TRAIN, dev=DEV, device="cpu"))
     assert counts["kept"] == len(rows) and counts["generated"] == 2 * len(TRAIN)
     assert 1 <= counts["lm_best_epoch"] <= 3 and counts["lm_best_dev_perplexity"] > 1
+
+
+def test_the_lm_logs_each_epoch_to_tensorboard_where_the_stage_logs(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from aclm.base import tensorboard
+
+    with tensorboard.logging_into(tmp_path, "on"):
+        train_lm(TRAIN, DEV, replace(CFG, epochs=3), seed=0)
+    events = EventAccumulator(str(tmp_path / "daga_lm"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("dev/perplexity")] == [1, 2, 3]
+    with tensorboard.logging_into(tmp_path / "off", "off"):
+        train_lm(TRAIN, DEV, replace(CFG, epochs=1), seed=0)
+    assert not (tmp_path / "off").exists()
+
+
+def test_tensorboard_on_without_the_package_is_an_error_before_training(monkeypatch, tmp_path):
+    from aclm.base import tensorboard
+    from aclm.base.runtime import RunError
+
+    monkeypatch.setattr(tensorboard, "installed", lambda: False)
+    with pytest.raises(RunError, match="tensorboard=off"):
+        with tensorboard.logging_into(tmp_path, "on"):
+            pass
+    with tensorboard.logging_into(tmp_path, "auto"):
+        assert tensorboard.folder("daga_lm") is None

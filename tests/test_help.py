@@ -43,8 +43,9 @@ def test_a_stage_scripts_help_lists_its_keys_with_the_profiles_values_and_meanin
     assert f"keywords.layers = {mini.keywords.layers}" in text and f"keywords.p = {mini.keywords.p}" in text
     assert "keyword rate: k = ceil(p x non-entity words)" in text
     assert "generator.lr" not in text and "ner.lr" not in text          # S4's and S1's keys, not S2's
-    tiny, _ = run_help("extract_keywords.py", "profile=tiny", "keywords.p=0.7")
+    tiny, _ = run_help("extract_keywords.py", "profile=tiny", "keywords.p=0.7", "tensorboard=off")
     assert "keywords.p = 0.7" in tiny
+    assert "tensorboard = off" in tiny and "device = auto" in tiny     # the keys every stage sees, too
 
 
 def test_run_method_help_lists_every_stage_of_the_chain():

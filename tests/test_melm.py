@@ -4,7 +4,9 @@ from pathlib import Path
 import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers.integrations import TensorBoardCallback
 
+from aclm.base import tensorboard
 from aclm.base.augmentation import Gold
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, entity_types, read_conll
@@ -187,7 +189,9 @@ def test_the_trainer_hands_the_entity_mask_to_the_collator(mlm, cfg, features, t
     """Trainer drops unknown columns by default, which would let the collator mask any token."""
     model, tokenizer = mlm
     same = [features[0]] * 8
-    trainer = build_trainer(model, tokenizer, same, same[:1], cfg.melm, 0, torch.device("cpu"), tmp_path)
+    with tensorboard.logging_into(tmp_path / "events", "on"):
+        trainer = build_trainer(model, tokenizer, same, same[:1], cfg.melm, 0, torch.device("cpu"), tmp_path)
+    assert any(isinstance(c, TensorBoardCallback) for c in trainer.callback_handler.callbacks)
     entity = torch.tensor(features[0]["special_tokens_mask"]) == 0
     for batch in trainer.get_train_dataloader():
         masked = batch["labels"] != -100

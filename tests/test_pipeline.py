@@ -163,3 +163,28 @@ def test_the_generator_keeps_its_losses_per_epoch(finished):
                {"eval_loss": 1.2, "epoch": 2.0}]                     # epoch 2 logged no training loss
     assert epoch_losses(history) == [{"epoch": 1.0, "train_loss": 1.5, "dev_loss": 1.5},
                                      {"epoch": 2.0, "train_loss": None, "dev_loss": 1.2}]
+
+
+def scalars(folder) -> dict[str, int]:
+    """Each scalar tag of the event files in ``folder``, with how many values it holds."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    return {tag: len(events.Scalars(tag)) for tag in events.Tags()["scalars"]}
+
+
+def test_every_model_the_chain_trains_leaves_tensorboard_events(finished):
+    run = RunLayout.of(finished)
+    for stage, model in ((layout.S1, "tagger"), (layout.S7, "tagger")):
+        tags = scalars(run.stage(stage) / "tensorboard" / model)
+        epochs = read_json(run.stage(stage) / STAMP)["facts"]["training"]["epochs_trained"]
+        assert tags["train/loss"] == tags["dev/micro avg/f1-score"] == epochs, stage
+    tags = scalars(run.stage(layout.S4) / "tensorboard" / "generator")
+    assert tags["eval/loss"] == finished.generator.epochs and tags["train/train_loss"] == 1
+    # a view of training, not its product: not in the stage's listing, so deleting it re-runs nothing
+    assert not any(name.startswith("tensorboard") for name in read_json(run.stage(layout.S4) / STAMP)["outputs"])
+    before = stamps(finished)
+    shutil.rmtree(run.stage(layout.S4) / "tensorboard")
+    run_method(finished)
+    assert stamps(finished) == before

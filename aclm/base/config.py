@@ -242,6 +242,9 @@ class Config:
     data_dir: str = key("where the datasets are (default: $ACLM_DATA_DIR, else ./data)")
     run_dir: str = key("where runs are written")
     device: str = key("where models run (auto: CUDA when there is one)", choices=("auto", "cpu", "cuda"))
+    tensorboard: str = key("TensorBoard event files of every model a stage trains, in <stage>/tensorboard/ "
+                           "(auto: where the tensorboard package is installed)", choices=("auto", "on", "off"),
+                           default="auto")
 
     splits: SplitConfig = section(SplitConfig, "S0: how the gold sample and the dev set are drawn")
     data_check: DataCheckConfig = section(DataCheckConfig, "the check of every file before any training")

@@ -26,7 +26,7 @@ from aclm.run.chain import chain, run_method
 from aclm.run.gold import asked_size
 from aclm.run.layout import RunLayout
 from aclm.run.naming import run_config
-from aclm.run.stages import SHARED, NoSpace, facts
+from aclm.run.stages import ENVIRONMENT, SHARED, NoSpace, facts
 
 
 #: ``stage_parser(..., stages=WHOLE_CHAIN)``: ``--help`` lists the keys of every stage of the method's chain.
@@ -93,11 +93,19 @@ def keys_help(overrides: Sequence[str], stages: Sequence[str]) -> str:
             lines.append(f"  {step.name}:")
         for name in keys:
             shown.add(name)
-            value = to_dict(OmegaConf.select(cfg, name))
-            lines.append(f"    {name} = {value}")
-            if name in schema_keys():
-                lines += textwrap.wrap(key_help(name), 100, initial_indent=" " * 8, subsequent_indent=" " * 8)
+            lines += key_lines(cfg, name)
+    lines.append("  every stage (where things are and what watches them; in no stage's fingerprint):")
+    for name in ENVIRONMENT:
+        lines += key_lines(cfg, name)
     return "\n".join(lines) + "\n"
+
+
+def key_lines(cfg: DictConfig, name: str) -> list[str]:
+    """``name = value``, then what the key means (wrapped)."""
+    lines = [f"    {name} = {to_dict(OmegaConf.select(cfg, name))}"]
+    if name in schema_keys():
+        lines += textwrap.wrap(key_help(name), 100, initial_indent=" " * 8, subsequent_indent=" " * 8)
+    return lines
 
 
 def leaf_keys(cfg: DictConfig, reads: Sequence[str]) -> list[str]:

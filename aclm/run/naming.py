@@ -31,7 +31,7 @@ from aclm.run.stages import SHARED
 
 #: What says which run it is, not how it runs: never part of a folder's name.
 COORDINATES = ("profile", "method", "dataset", "gold", "seed", "variant", "setting_variant", "data_dir",
-               "run_dir", "device", "test_datasets")
+               "run_dir", "device", "tensorboard", "test_datasets")
 MAX_NAME = 80
 
 

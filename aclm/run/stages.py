@@ -9,6 +9,8 @@ stage's config and its inputs.
   only (reading any other key raises), and the fingerprint hashes exactly
   that view.  Where files live (``data_dir``, ``run_dir``) and the device are
   in every view and in no fingerprint: inputs are hashed by content instead.
+  So is ``tensorboard``: its event files (:mod:`aclm.base.tensorboard`) are
+  in no stage's listing either.
 * **Inputs, by content.**  A file or folder is hashed by its bytes; an input
   that is itself a stage directory by its ``_stage.json``, so re-running one
   stage re-runs everything after it, and nothing before it.  Inputs are named
@@ -51,6 +53,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from aclm.base import tensorboard
 from aclm.base.config import config_hash, flatten, to_dict
 from aclm.base.datasets import resolve_data_dir
 from aclm.base.io import atomic_dir, read_json, sha256_path, write_json
@@ -64,8 +67,9 @@ STAMP = "_stage.json"
 PRUNED = "_pruned.json"
 #: Files :func:`prune` deletes: model weights (flair's ``best-model.pt``, HF's weight files).
 WEIGHT_PATTERNS = ("best-model.pt", "*.safetensors", "pytorch_model*.bin")
-#: In every stage's view of the config, never in its fingerprint: where things are, not what they are.
-ENVIRONMENT = ("data_dir", "run_dir", "device")
+#: In every stage's view of the config, never in its fingerprint: where things are and what watches them,
+#: not what they are.
+ENVIRONMENT = ("data_dir", "run_dir", "device", "tensorboard")
 log = logging.getLogger("aclm.run.stages")
 _planning: ContextVar[bool] = ContextVar("planning", default=False)
 
@@ -182,8 +186,8 @@ def why_stale(out_dir: Path, now: dict) -> str | None:
 
 def output_listing(out_dir: Path) -> dict[str, int]:
     """Every file a stage wrote, with its size, so a later deletion or truncation is noticed."""
-    return {str(p.relative_to(out_dir)): p.stat().st_size
-            for p in sorted(out_dir.rglob("*")) if p.is_file() and p.name not in (STAMP, PRUNED)}
+    return {str(p.relative_to(out_dir)): p.stat().st_size for p in sorted(out_dir.rglob("*"))
+            if p.is_file() and p.name not in (STAMP, PRUNED) and p.relative_to(out_dir).parts[0] != tensorboard.FOLDER}
 
 
 def stamp(out_dir: Path) -> dict:
@@ -326,6 +330,10 @@ def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], lis
     or a mapping of them (the scoring stages' ``chain``), passed on as given.
     """
     def wrap(build: Callable[..., dict | None]) -> Callable[..., Path]:
+        def logged_build(c: DictConfig, tmp: Path, **upstream) -> dict | None:
+            with tensorboard.logging_into(tmp / tensorboard.FOLDER, c.tensorboard):
+                return build(c, tmp, **upstream)
+
         @functools.wraps(build)
         def run(cfg: DictConfig, force: bool = False, **upstream) -> Path:
             c = view(cfg, keys)
@@ -335,7 +343,7 @@ def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], lis
             inputs = [*dirs, *(files(c) if files else [])]
             shared = name in SHARED and not _planning.get()
             with folder_lock(here.root, "setting", here.root, wait=True) if shared else nullcontext():
-                run_stage(name, out, hashed(c), inputs, lambda tmp: build(c, tmp, **upstream), force=force,
+                run_stage(name, out, hashed(c), inputs, lambda tmp: logged_build(c, tmp, **upstream), force=force,
                           loads=[d for d in dirs if Path(d).name in loads],
                           roots=[here.root, resolve_data_dir(c.data_dir)], code=code_digests(build, code),
                           version=version)

@@ -20,6 +20,7 @@ from torch.utils.data import Dataset
 from transformers import (AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq, PreTrainedTokenizerBase,
                           Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback)
 
+from aclm.base import tensorboard
 from aclm.base.io import atomic_write_text
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
@@ -181,7 +182,7 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     dev_set = TemplateDataset(*dev, codes["dev"], tokenizer, mask, cfg.max_length, seed)
     trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, work_dir, seed, device), train_dataset=train_set,
                              eval_dataset=dev_set, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
-                             callbacks=[RedrawMasks(train_set)])
+                             callbacks=[RedrawMasks(train_set), *tensorboard.trainer_callbacks("generator")])
     show_progress(trainer, "fine-tune generator").train()
     trainer.save_model(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))

@@ -35,6 +35,7 @@ from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin, Train
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
+from aclm.base import tensorboard
 from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence
 from aclm.base.runtime import RunError
@@ -272,6 +273,16 @@ def schedule_plugins(cfg: DictConfig, out_dir: Path) -> list[TrainerPlugin]:
     return plugins
 
 
+def tensorboard_plugins() -> list[TrainerPlugin]:
+    """flair's own TensorBoard logger (loss, dev score, learning rate per epoch) where the stage logs."""
+    path = tensorboard.folder("tagger")
+    if path is None:
+        return []
+    from flair.trainers.plugins.loggers.tensorboard import TensorboardLogger
+
+    return [TensorboardLogger(log_dir=str(path))]
+
+
 def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence[TaggedSentence],
                  types: Sequence[str], out_dir: Path) -> tuple[Path, dict]:
     """Train on ``train``, keep the best dev-F1 model; returns its path and how training went.
@@ -282,7 +293,7 @@ def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence
     corpus = Corpus(train=FlairDatapointDataset(to_flair(train)), dev=FlairDatapointDataset(to_flair(dev)),
                     test=None, sample_missing_splits=False)
     counter, progress, times, best_weights = EpochCounter(), EpochProgress(cfg.epochs), EpochTimes(), BestInMemory()
-    plugins = [counter, times, progress, best_weights, *schedule_plugins(cfg, out_dir)]
+    plugins = [counter, times, progress, best_weights, *schedule_plugins(cfg, out_dir), *tensorboard_plugins()]
     try:
         with quiet_flair():
             tagger = build_tagger(cfg, types)
