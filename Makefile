@@ -83,7 +83,7 @@ splits:  ## stratified low-resource samples of DATASET (or the profile's) into s
 	$(PYTHON) scripts/make_splits.py $(SPLIT_SETTING)
 
 gold: $(TAGGER_MODELS)  ## S0 + S1: the gold sample and the Gold-only model, evaluated
-	$(PYTHON) scripts/train_ner.py $(SETTING)
+	$(PYTHON) scripts/ner.py $(SETTING)
 
 aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
 	$(PYTHON) scripts/run_method.py method=aclm $(SETTING)

@@ -6,7 +6,7 @@ misspelt B-PRE?) and a predicted type the gold data lacks are warnings.
 
     # compare two CoNLL files (same sentences, same tokens), e.g. gold and a system's output
     python scripts/evaluate.py --gold test.conll --pred system.conll [--json scores.json]
-    # a 3-column file token<TAB>gold<TAB>predicted (what train_ner.py writes under predictions/)
+    # a 3-column file token<TAB>gold<TAB>predicted (what ner.py writes under predictions/)
     python scripts/evaluate.py --pred runs/.../s1_eval/predictions/multiconer_en.conll
     # a trained flair model on the setting's test set(s)
     python scripts/evaluate.py --model runs/.../s1_ner/best-model.pt profile=tiny dataset=multiconer/en

@@ -36,14 +36,14 @@ def run_help(script: str, *words: str) -> tuple[str, list[str]]:
 
 
 def test_a_stage_scripts_help_lists_its_keys_with_the_profiles_values_and_meanings():
-    text, loaded = run_help("extract_keywords.py", "profile=mini")
+    text, loaded = run_help("keywords.py", "profile=mini")
     assert loaded == []
     assert "method=aclm, profile=mini" in text
     mini = load_config(["profile=mini", "method=aclm"])
     assert f"keywords.layers = {mini.keywords.layers}" in text and f"keywords.p = {mini.keywords.p}" in text
     assert "keyword rate: k = ceil(p x non-entity words)" in text
     assert "generator.lr" not in text and "ner.lr" not in text          # S4's and S1's keys, not S2's
-    tiny, _ = run_help("extract_keywords.py", "profile=tiny", "keywords.p=0.7", "tensorboard=off")
+    tiny, _ = run_help("keywords.py", "profile=tiny", "keywords.p=0.7", "tensorboard=off")
     assert "keywords.p = 0.7" in tiny
     assert "tensorboard = off" in tiny and "device = auto" in tiny     # the keys every stage sees, too
 

@@ -91,7 +91,7 @@ def layout_of(run_dir: Path, method: str) -> RunLayout:
 
 
 def test_ctrl_c_in_s1_training_leaves_no_stamp_and_the_rerun_trains_again(run_dir):
-    args = ["scripts/train_ner.py", *SETTING, "ner.epochs=300", f"run_dir={run_dir / 'long'}"]
+    args = ["scripts/ner.py", *SETTING, "ner.epochs=300", f"run_dir={run_dir / 'long'}"]
     run = Run(*args)
     run.wait_for(r"s1_ner: running", EPOCH_DONE)
     assert run.interrupt() == 130, run.text[-2000:]

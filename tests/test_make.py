@@ -32,13 +32,13 @@ def profile():
 
 
 def dry_run(*args: str, **env: str) -> list[str]:
-    """The key=value words of the run_method.py / train_ner.py command ``make -n`` prints."""
+    """The key=value words of the run_method.py / ner.py command ``make -n`` prints."""
     clean = {k: v for k, v in os.environ.items() if k not in SETTING_VARIABLES}
     proc = subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=PROJECT_ROOT, capture_output=True,
                           text=True, timeout=120, env={**clean, **env})
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if "scripts/run_method.py" in line
-             or "scripts/train_ner.py" in line]
+             or "scripts/ner.py" in line]
     assert len(lines) == 1, proc.stdout
     return [word for word in shlex.split(lines[0]) if "=" in word]
 

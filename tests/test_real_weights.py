@@ -72,7 +72,7 @@ def test_gold_only_with_real_weights_and_the_default_recipe_learns(mini_gold_onl
 
 
 def test_a_tagger_that_learns_nothing_fails_its_run_with_the_message(shared_data, tmp_path):
-    command = [sys.executable, "scripts/train_ner.py", "profile=mini", "gold=100", "ner.epochs=3", *LITERAL,
+    command = [sys.executable, "scripts/ner.py", "profile=mini", "gold=100", "ner.epochs=3", *LITERAL,
                f"data_dir={shared_data}", f"run_dir={tmp_path}"]
     proc = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 1, proc.stderr[-2000:]

@@ -188,7 +188,7 @@ def test_list_stages_prints_a_chain_and_a_stage_script_refuses_a_stage_its_metho
     assert stages == [layout.DATA, layout.S1, layout.AUGMENT, layout.S6, layout.S7, layout.S7_EVAL]
     assert "keys: method, dataset, seed, lwtr, generation.rounds" in listed[listed.index(
         next(line for line in listed if line.split()[0] == layout.AUGMENT)) + 1]
-    refused = subprocess.run([sys.executable, "scripts/extract_keywords.py", "method=lwtr", "profile=tiny",
+    refused = subprocess.run([sys.executable, "scripts/keywords.py", "method=lwtr", "profile=tiny",
                               f"run_dir={tmp_path}"], cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert refused.returncode == 1 and "has no stage s2_keywords" in refused.stderr
     assert not any(tmp_path.iterdir())                     # refused before anything ran

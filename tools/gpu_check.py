@@ -162,13 +162,13 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
               for constrained, size in mode.generation_points()]
     pipeline = check.state / "runs" / "pipeline"
     setting, costs = mode.overrides(pipeline), check.figures("pipeline.json")
-    steps += [Step("pipeline-s0-s1", check.script("train_ner.py", "method=gold_only", *setting),
+    steps += [Step("pipeline-s0-s1", check.script("ner.py", "method=gold_only", *setting),
                    tagger_epochs(pipeline)),
               check.measured("dev-scoring", "dev-scoring", "--batch-sizes", ",".join(map(str, mode.eval_batch_sizes)),
                              "--run-dir", str(pipeline), *setting),
               check.measured("tagger-profile", "tagger-profile", "--epochs", "3", *setting),
-              Step("pipeline-s2-s4", check.script("finetune_generator.py", "method=aclm", *setting)),
-              Step("pipeline-s5", check.script("generate.py", "method=aclm", *setting)),
+              Step("pipeline-s2-s4", check.script("generator.py", "method=aclm", *setting)),
+              Step("pipeline-s5", check.script("generation.py", "method=aclm", *setting)),
               Step("pipeline-s6-s7", check.script("stage_costs.py", "--json", str(costs), "method=aclm", *setting),
                    read_figures(costs))]
     bench = check.figures("benchmark.json")

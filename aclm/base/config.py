@@ -7,7 +7,7 @@ what it means and which values it takes (:func:`key`): the scripts' ``--help``
 and the checks read them from here.  Command-line
 ``key=value`` overrides are merged last, e.g.::
 
-    python scripts/train_ner.py profile=tiny dataset=multiconer/en gold=100 ner.epochs=3
+    python scripts/ner.py profile=tiny dataset=multiconer/en gold=100 ner.epochs=3
 
 Unknown keys, wrong types and values outside a key's choices fail on load
 with the offending key named.

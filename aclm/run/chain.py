@@ -141,7 +141,7 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
     from the stage named ``force`` on, every stage re-runs even if current.
 
     Returns each stage's directory by name; the last one holds ``result.json``.  Stopping at a stage
-    keeps the weights it read (``scripts/generate.py`` leaves S4 for another generation).
+    keeps the weights it read (``scripts/generation.py`` leaves S4 for another generation).
     """
     steps = chain(cfg)
     names = [step.name for step in steps]

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """S5: generate R augmentations per training sentence with mixner.
 
-    python scripts/generate.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
-    python scripts/generate.py method=aclm generation.mixner.mode=code ...   # 3 plain + 2 mixed rounds
+    python scripts/generation.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
+    python scripts/generation.py method=aclm generation.mixner.mode=code ...   # 3 plain + 2 mixed rounds
 
 Writes <run>/<method>/s5_generation/generations.jsonl: per attempt its source,
 round, mixner partner, template, decoded text and status (kept, duplicate,

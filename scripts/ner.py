@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Train and evaluate the NER tagger for one setting (S1, or S7 after augmentation).
 
-    python scripts/train_ner.py profile=tiny dataset=multiconer/en gold=100 seed=1
-    python scripts/train_ner.py profile=tiny method=aclm ...     # S7 on gold + ACLM's augmentations
-    python scripts/train_ner.py ner.tagger=bilstm_crf ...        # WikiNEuRal's BiLSTM-CRF tagger
+    python scripts/ner.py profile=tiny dataset=multiconer/en gold=100 seed=1
+    python scripts/ner.py profile=tiny method=aclm ...     # S7 on gold + ACLM's augmentations
+    python scripts/ner.py ner.tagger=bilstm_crf ...        # WikiNEuRal's BiLSTM-CRF tagger
 
 With method=gold_only (the default) it cuts the gold sample (S0) and trains the
 gold model (S1), which is also the Gold-only baseline. With any other method it

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """S2: select keywords from the gold NER model's attention maps (runs S0-S1 first if needed).
 
-    python scripts/extract_keywords.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
-    python scripts/extract_keywords.py method=aclm keywords.layers=8-11 keywords.p=0.4 ...
+    python scripts/keywords.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
+    python scripts/keywords.py method=aclm keywords.layers=8-11 keywords.p=0.4 ...
 
 Writes <run>/<method>/s2_keywords/{train,dev}.jsonl: per sentence its keyword
 word indices, the attention each candidate receives from the entities, and a

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """S3: build templates (selective masking + labeled linearization) from S2's keywords.
 
-    python scripts/build_templates.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
+    python scripts/templates.py profile=tiny method=aclm dataset=multiconer/en gold=100 seed=1
 
 Writes <run>/<method>/s3_templates/{train,dev}.jsonl: per sentence the skeleton
 (entity, keyword and mask pieces), the linearized target, the static template
