@@ -63,7 +63,7 @@ paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes
 
 mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal en text (~15 min, 2 cores)
 
-warm-generator: $(MINI_WARM)  ## mini_warm's generator: BERT2BERT warm-started from MiniLM, same denoising (~25 min, 2 cores)
+warm-generator: $(MINI_WARM)  ## mini_warm's generator: BERT2BERT warm-started from MiniLM, same denoising (~23 min, 2 cores)
 
 FAST_TIER = not slow and not real_weights and not slurm and not cuda
 
@@ -73,7 +73,7 @@ test: $(TINY)  ## the fast tier: unit tests and short runs on tiny models (offli
 test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weights, Slurm (what CI runs)
 	$(PYTHON) -m pytest --durations=25
 
-demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~10 min; first build ~22 min)
+demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~10 min; the generator's first build ~15 min more)
 	$(PYTHON) scripts/demo.py
 
 # the profile's dataset and splits.seed where DATASET / SEED are not given

@@ -45,7 +45,7 @@ def tiny_models() -> Path:
 def mini_generator(shared_data) -> Path:
     """Build (or reuse) models/mini/mbart-large-50, the pretrained small mBART-50 the mini profile points at.
 
-    The first build pretrains it on the WikiNEuRal text of the data folder (about 22 minutes on 2 cores,
+    The first build pretrains it on the WikiNEuRal text of the data folder (about 15 minutes on 2 idle cores,
     `make mini-generator`) into the user cache (``$ACLM_CACHE``, else ``~/.cache/aclm``); a later checkout
     or CI run on the machine links to it.
     """
@@ -61,7 +61,7 @@ def mini_generator(shared_data) -> Path:
 @pytest.fixture(scope="session")
 def warm_generator(shared_data) -> Path:
     """Build (or reuse) models/mini-warm/bert2bert-minilm, the mini_warm profile's generator warm-started from
-    MiniLM (`make warm-generator`, about 22 minutes on 2 idle cores the first time on a machine; then the user
+    MiniLM (`make warm-generator`, about 23 minutes on 2 idle cores the first time on a machine; then the user
     cache holds it, as it holds the mini mBART)."""
     from tools.pretraining import DEFAULT_OUT_DIRS, MODEL_NAMES, pretrain_generator, user_cache
 

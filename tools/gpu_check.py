@@ -38,10 +38,11 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP_LIMIT = 600                      # seconds: no step may run longer
@@ -303,6 +304,24 @@ def generation_templates(profile: str, mask: str, n: int) -> tuple[list[str], li
     return templates, sorted({t for s in sentences for _, _, t in s.spans()})
 
 
+@contextmanager
+def clocked(device) -> Iterator[dict]:
+    """The block's seconds and CUDA peak memory (MB; None off CUDA), the GPU's queue drained at both ends."""
+    import torch
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    took: dict = {}
+    start = time.perf_counter()
+    yield took
+    if cuda:
+        torch.cuda.synchronize()
+    took["seconds"] = time.perf_counter() - start
+    took["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None
+
+
 def measure_generation(overrides: list[str], batch_size: int, templates: int) -> dict:
     """Templates per second and CUDA peak memory of batched decoding at one batch size, with the paper's
     decoding (5 beams, top-k 10, up to 100 tokens) and the overrides' ``generation.constrained``; the share of
@@ -326,14 +345,9 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
     decoding = OmegaConf.merge(load_config(["profile=paper"]).generation,
                                {"batch_size": batch_size, "constrained": cfg.generation.constrained})
     jobs = [Job(i, 0, None, t) for i, t in enumerate(texts)]
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
-    outputs = decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
-    if cuda:
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
+    with clocked(device) as took:
+        outputs = decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
+    seconds = took["seconds"]
     kept = 0
     for job, text in zip(jobs, outputs):
         try:
@@ -343,8 +357,7 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
         kept += template_entities(text, labels) == template_entities(job.template, labels)
     return {"batch_size": batch_size, "constrained": decoding.constrained, "templates": len(jobs),
             "seconds": round(seconds, 2), "templates_per_s": round(len(jobs) / seconds, 2),
-            "parse_and_keep_entities": round(kept / len(jobs), 3),
-            "cuda_peak_mb": round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None}
+            "parse_and_keep_entities": round(kept / len(jobs), 3), "cuda_peak_mb": took["cuda_peak_mb"]}
 
 
 def measure_dev_scoring(run_dir: Path, overrides: list[str], batch_sizes: list[int]) -> dict:
@@ -352,8 +365,6 @@ def measure_dev_scoring(run_dir: Path, overrides: list[str], batch_sizes: list[i
     and CUDA peak per evaluation batch size, without and with the per-epoch predictions file flair asks for
     (``dev.tsv``, which the stage no longer writes), and whether the batch sizes predict the same spans."""
     import tempfile
-
-    import torch
 
     from aclm.base.config import load_config
     from aclm.base.datasets import load_split
@@ -364,20 +375,14 @@ def measure_dev_scoring(run_dir: Path, overrides: list[str], batch_sizes: list[i
     device = select_device(cfg.device)
     tagger = load_tagger(next(run_dir.rglob("s1_ner/best-model.pt")))
     dev = load_split(cfg.dataset, "dev", cfg.data_dir)
-    cuda = device.type == "cuda"
 
     def score(batch_size: int, out_path: Optional[Path]) -> tuple[float, int, list]:
         sentences = to_flair(dev)
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        tagger.evaluate(sentences, gold_label_type=LABEL_TYPE, mini_batch_size=batch_size, out_path=out_path,
-                        embedding_storage_mode="none")
-        if cuda:
-            torch.cuda.synchronize()
+        with clocked(device) as took:
+            tagger.evaluate(sentences, gold_label_type=LABEL_TYPE, mini_batch_size=batch_size, out_path=out_path,
+                            embedding_storage_mode="none")
         spans = [[(l.unlabeled_identifier, l.value) for l in s.get_labels("predicted")] for s in sentences]
-        return time.perf_counter() - start, round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None, spans
+        return took["seconds"], took["cuda_peak_mb"], spans
 
     score(batch_sizes[0], None)                     # warm-up: kernels, allocator
     points, first = [], None
@@ -705,9 +710,10 @@ def tagger_lines(records: dict) -> list[str]:
     s1, scoring = result(records, "pipeline-s0-s1"), result(records, "dev-scoring")
     lines = []
     if s1:
+        from tools.stage_costs import later_epochs_mean
+
         epochs = s1["training"]["epoch_seconds"]
-        later = epochs[1:] or epochs
-        mean = {part: sum(e.get(part, 0.0) for e in later) / len(later) for part in ("train", "dev", "save")}
+        mean = later_epochs_mean(epochs)
         first = epochs[0]
         lines += ["", f"### The S1 tagger's epochs ({len(epochs)} epochs, evaluation batch {s1['eval_batch_size']})", "",
                   "| epoch | training s | scoring dev s | saving s |", "|---|---|---|---|",

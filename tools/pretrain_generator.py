@@ -40,8 +40,8 @@ goes to the user cache (``$ACLM_CACHE``, else ``~/.cache/aclm``), under its
 inputs' fingerprint, and --out becomes a link to it: a second clone, or CI on
 the same machine, reuses it (``--no-cache`` builds in --out). A build with
 unchanged inputs is skipped; a killed build (Ctrl-C, SIGTERM) resumes from its
-last checkpoint (``.work`` in the build's folder, every 100 steps: about a
-minute of work) to the very weights of a build never stopped. The same seed
+last checkpoint (``.work`` in the build's folder, one a minute:
+``CHECKPOINT_SECONDS``) to the very weights of a build never stopped. The same seed
 gives the same weights on the same hardware.
 """
 

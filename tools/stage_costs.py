@@ -57,6 +57,13 @@ def sentences_of(data: Path, split: str) -> int:
     return facts(data)[split]
 
 
+def later_epochs_mean(epochs: list[dict]) -> dict[str, float]:
+    """The mean training, dev-scoring and saving seconds of the epochs after the first, whose time holds the
+    warm-up (CUDA kernels, the allocator); the first's own when it is the only one."""
+    later = epochs[1:] or epochs
+    return {part: sum(e.get(part, 0.0) for e in later) / len(later) for part in ("train", "dev", "save")}
+
+
 def tagger_seconds_at(epochs_to: int, seconds: float, training: dict, grow: float = 1.0) -> Optional[float]:
     """A tagger stage's seconds at ``epochs_to`` epochs from the epochs it measured (``epoch_seconds``): what
     lies outside the epochs (loading, the final save) once, the first epoch's warm-up (CUDA kernels, the
@@ -66,8 +73,8 @@ def tagger_seconds_at(epochs_to: int, seconds: float, training: dict, grow: floa
     if len(epochs) < 2:
         return None
     spent = [e["train"] + e["dev"] + e.get("save", 0.0) for e in epochs]
-    train = sum(e["train"] for e in epochs[1:]) / (len(epochs) - 1)
-    rest = sum(spent[1:]) / (len(epochs) - 1) - train
+    mean = later_epochs_mean(epochs)
+    train, rest = mean["train"], mean["dev"] + mean["save"]
     return seconds - sum(spent) + max(spent[0] - train - rest, 0.0) + epochs_to * (train * grow + rest)
 
 
