@@ -95,6 +95,15 @@ def fast(tiny_models):
     return make
 
 
+def logged_steps(folder) -> dict[str, list[int]]:
+    """Each scalar tag of the TensorBoard event files in ``folder``, with the steps it was logged at."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    return {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
 def f1_of_predictions(scores: Path, dataset: str) -> float:
     """The span F1 (seqeval's, in %) of the predictions file a scoring stage wrote for ``dataset``."""
     from seqeval.metrics import f1_score

@@ -192,15 +192,12 @@ def test_augment_gold_records_the_lms_best_epoch_and_dev_perplexity():
 
 
 def test_the_lm_logs_each_epoch_to_tensorboard_where_the_stage_logs(tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     from aclm.base import tensorboard
+    from conftest import logged_steps
 
     with tensorboard.logging_into(tmp_path, "on"):
         train_lm(TRAIN, DEV, replace(CFG, epochs=3), seed=0)
-    events = EventAccumulator(str(tmp_path / "daga_lm"))
-    events.Reload()
-    assert [e.step for e in events.Scalars("dev/perplexity")] == [1, 2, 3]
+    assert logged_steps(tmp_path / "daga_lm")["dev/perplexity"] == [1, 2, 3]
     with tensorboard.logging_into(tmp_path / "off", "off"):
         train_lm(TRAIN, DEV, replace(CFG, epochs=1), seed=0)
     assert not (tmp_path / "off").exists()

@@ -145,15 +145,12 @@ def run(tmp_path: Path, seed: int) -> tuple[list[dict], dict]:
 
 
 def test_augment_end_to_end_is_seeded_and_its_counts_add_up(tmp_path, lm):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     from aclm.base import tensorboard
+    from conftest import logged_steps
 
     with tensorboard.logging_into(tmp_path / "events", "on"):
         rows, counts = run(tmp_path, seed=1)
-    events = EventAccumulator(str(tmp_path / "events" / "mulda_lm"))
-    events.Reload()
-    assert len(events.Scalars("eval/loss")) == 1                    # the LM's one epoch, logged
+    assert len(logged_steps(tmp_path / "events" / "mulda_lm")["eval/loss"]) == 1   # the LM's one epoch, logged
     assert counts["generated"] == 5 * 10                            # R x N
     assert set(counts) == {*COUNT_KEYS, "lm_best_dev_loss", "lm_best_epoch"}
     assert counts["lm_best_epoch"] == 1                             # the only epoch there is

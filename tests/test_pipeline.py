@@ -12,7 +12,7 @@ from aclm.run import layout
 from aclm.run.chain import result_dir, run_method
 from aclm.run.layout import RunLayout
 from aclm.run.stages import STAMP, pruned_files
-from conftest import f1_of_predictions
+from conftest import f1_of_predictions, logged_steps
 
 STAGE_FILES = {
     layout.S2: ["train.jsonl", "dev.jsonl"],
@@ -165,22 +165,13 @@ def test_the_generator_keeps_its_losses_per_epoch(finished):
                                      {"epoch": 2.0, "train_loss": None, "dev_loss": 1.2}]
 
 
-def scalars(folder) -> dict[str, int]:
-    """Each scalar tag of the event files in ``folder``, with how many values it holds."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(folder))
-    events.Reload()
-    return {tag: len(events.Scalars(tag)) for tag in events.Tags()["scalars"]}
-
-
 def test_every_model_the_chain_trains_leaves_tensorboard_events(finished):
     run = RunLayout.of(finished)
     for stage, model in ((layout.S1, "tagger"), (layout.S7, "tagger")):
-        tags = scalars(run.stage(stage) / "tensorboard" / model)
+        tags = {tag: len(steps) for tag, steps in logged_steps(run.stage(stage) / "tensorboard" / model).items()}
         epochs = read_json(run.stage(stage) / STAMP)["facts"]["training"]["epochs_trained"]
         assert tags["train/loss"] == tags["dev/micro avg/f1-score"] == epochs, stage
-    tags = scalars(run.stage(layout.S4) / "tensorboard" / "generator")
+    tags = {tag: len(steps) for tag, steps in logged_steps(run.stage(layout.S4) / "tensorboard" / "generator").items()}
     assert tags["eval/loss"] == finished.generator.epochs and tags["train/train_loss"] == 1
     # a view of training, not its product: not in the stage's listing, so deleting it re-runs nothing
     assert not any(name.startswith("tensorboard") for name in read_json(run.stage(layout.S4) / STAMP)["outputs"])

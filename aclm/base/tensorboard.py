@@ -22,7 +22,6 @@ from aclm.base.runtime import RunError
 
 #: The folder a stage's event files go under, inside its output.
 FOLDER = "tensorboard"
-MODES = ("auto", "on", "off")
 _root: ContextVar[Optional[Path]] = ContextVar("tensorboard_root", default=None)
 
 
