@@ -20,7 +20,8 @@ finished.  The results go to results/gpu-check/ (gpu-check.json and a
 Markdown summary; docs/gpu-check.md quotes the committed figures); the dry
 mode writes them to ``<state>`` only.
 
-Only the standard library is imported at the top: on an offline node flair
+Only the standard library (and tools/epoch_times.py, which needs no more) is
+imported in the check's own process: on an offline node flair
 and the project's transformers come from the bundle, which the first step
 installs (``pip install --no-index --no-deps --target``) and puts first on
 PYTHONPATH for every later step.
@@ -45,6 +46,8 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))         # run as a script on a node where the project is not installed
+from tools.epoch_times import later_epochs_mean  # noqa: E402  (the standard library only, like this file)
 STEP_LIMIT = 600                      # seconds: no step may run longer
 RESULTS = ROOT / "results" / "gpu-check"     # a CUDA run's figures; docs/gpu-check.md quotes the committed ones
 PAPER_PIPELINE_MIN = 40               # the paper: about 40 min per ACLM pipeline on one A100
@@ -416,8 +419,8 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 25) -> 
     train = load_split(cfg.dataset, "train", cfg.data_dir)[:100]      # the measured setting's gold size
     dev = load_split(cfg.dataset, "dev", cfg.data_dir)
     types = sorted({t for s in train + dev for _, _, t in s.spans()})
-    profiler = cProfile.Profile()
-    with tempfile.TemporaryDirectory() as out:
+    profiler, kernels = cProfile.Profile(), {}
+    with tempfile.TemporaryDirectory() as out, kernel_time(kernels):
         start = time.perf_counter()
         profiler.enable()
         _, facts = train_tagger(cfg.ner, train, dev, types, Path(out))
@@ -426,9 +429,29 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 25) -> 
     stats = pstats.Stats(profiler).stats
     rows = sorted(((f"{Path(file).name}:{line}({name})", calls, own, total)
                    for (file, line, name), (_, calls, own, total, _) in stats.items()), key=lambda r: -r[2])
-    return {"epochs": epochs, "seconds": round(seconds, 2), "training": facts,
+    return {"epochs": epochs, "seconds": round(seconds, 2), "training": facts, **kernels,
             "by_own_time": [{"function": f, "calls": c, "own_s": round(o, 3), "cumulative_s": round(t, 3)}
                             for f, c, o, t in rows[:top]]}
+
+
+@contextmanager
+def kernel_time(into: dict) -> Iterator[None]:
+    """Fill ``into`` with the seconds the GPU spent in kernels while the block ran, and how many it launched
+    (torch.profiler, device activity only): against the block's wall time, how much of it is the model's
+    arithmetic. Without CUDA it records nothing."""
+    import torch
+
+    if not torch.cuda.is_available():
+        yield
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        yield
+    torch.cuda.synchronize()
+    busy = [e for e in prof.key_averages() if e.self_device_time_total > 0]
+    into.update(gpu_kernel_s=round(sum(e.self_device_time_total for e in busy) / 1e6, 3),
+                gpu_kernels=sum(e.count for e in busy))
 
 
 def gpu_memory_used() -> Optional[int]:
@@ -694,12 +717,14 @@ def throughput_lines(records: dict, mode: Mode) -> list[str]:
         ratio = fmt(plain[p["batch_size"]] / p["templates_per_s"], ".2f") if p["batch_size"] in plain else "-"
         lines.append(f"| {p['batch_size']} | {constrained} | {p['templates_per_s']:.2f} | {ratio} | "
                      f"{fmt(p['parse_and_keep_entities'], '.1%')} | {fmt(p['cuda_peak_mb'])} |")
-    packs = [result(records, f"pack-{j}") for j in mode.packing]
-    base = next((p["runs_per_hour"] for p in packs if p and p["jobs"] == 1), None)
+    packs = [p for p in (result(records, f"pack-{j}") for j in mode.packing) if p]
+    if not packs:
+        return lines
+    base = next((p["runs_per_hour"] for p in packs if p["jobs"] == 1), None)
     lines += ["", "### Runs packed on one GPU (`make -j N`: N Gold-only runs at once, from scratch)", "",
               "| runs at once | wall s | runs/h | speed-up | GPU memory in use MB | S1 CUDA peak MB per run |",
               "|---|---|---|---|---|---|"]
-    for p in filter(None, packs):
+    for p in packs:
         speedup = fmt(p["runs_per_hour"] / base, ".2f") if base else "-"
         peaks = ", ".join(fmt(s.get("cuda_peak_mb")) for s in p["s1"])
         lines.append(f"| {p['jobs']} | {p['wall_s']:.0f} | {p['runs_per_hour']:.1f} | {speedup} | "
@@ -712,8 +737,6 @@ def tagger_lines(records: dict) -> list[str]:
     s1, scoring = result(records, "pipeline-s0-s1"), result(records, "dev-scoring")
     lines = []
     if s1:
-        from tools.stage_costs import later_epochs_mean
-
         epochs = s1["training"]["epoch_seconds"]
         mean = later_epochs_mean(epochs)
         first = epochs[0]
@@ -737,7 +760,11 @@ def profile_lines(records: dict) -> list[str]:
     if not profile:
         return []
     lines = ["", f"### A tagger's {profile['epochs']} epochs, function by function ({profile['seconds']:.1f} s; "
-                 "cProfile, own time)", "", "| function | calls | own s | cumulative s |", "|---|---|---|---|"]
+                 "cProfile, own time)", ""]
+    if "gpu_kernel_s" in profile:
+        lines += [f"The GPU ran {profile['gpu_kernels']:,} kernels for {profile['gpu_kernel_s']:.1f} s of the "
+                  f"{profile['seconds']:.1f} s (torch.profiler).", ""]
+    lines += ["| function | calls | own s | cumulative s |", "|---|---|---|---|"]
     return lines + [f"| `{r['function']}` | {r['calls']} | {r['own_s']:.2f} | {r['cumulative_s']:.2f} |"
                     for r in profile["by_own_time"][:15]]
 

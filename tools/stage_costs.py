@@ -35,6 +35,7 @@ from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
 from aclm.run.layout import RunLayout
 from aclm.run.stages import facts, pruned_files, stamp
+from tools.epoch_times import later_epochs_mean
 
 A100_BF16_FLOPS = 312e12           # dense bf16 peak of the paper's GPU (NVIDIA A100)
 
@@ -55,13 +56,6 @@ def matmul_flops(device: str, n: int = 2048, repeats: int = 5) -> float:
 
 def sentences_of(data: Path, split: str) -> int:
     return facts(data)[split]
-
-
-def later_epochs_mean(epochs: list[dict]) -> dict[str, float]:
-    """The mean training, dev-scoring and saving seconds of the epochs after the first, whose time holds the
-    warm-up (CUDA kernels, the allocator); the first's own when it is the only one."""
-    later = epochs[1:] or epochs
-    return {part: sum(e.get(part, 0.0) for e in later) / len(later) for part in ("train", "dev", "save")}
 
 
 def tagger_seconds_at(epochs_to: int, seconds: float, training: dict, grow: float = 1.0) -> Optional[float]:
