@@ -1,18 +1,20 @@
 """The tagger's cuts of what is not the model's arithmetic change no result.
 
 :func:`aclm.steps.tagger.train_tagger` keeps the best epoch's weights in
-memory and writes ``best-model.pt`` once, and asks flair for no dev
-predictions file per epoch.  Each test trains twice from one seed, once that
+memory and writes ``best-model.pt`` once, asks flair for no dev predictions
+file per epoch, and turns sub-token states into words a batch at a time
+(:mod:`aclm.steps.subtokens`).  Each test trains twice from one seed, once that
 way and once on flair's own path (the best model written at every
-improvement and read back at the end, ``dev.tsv`` every epoch), and compares
-the per-epoch dev scores of ``loss.tsv`` and the final model's predictions.
+improvement and read back at the end, ``dev.tsv`` every epoch, its
+per-sentence loops), and compares the per-epoch dev scores of ``loss.tsv``
+and the final model's predictions.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from unittest.mock import patch
 
@@ -42,6 +44,7 @@ def train_twice(tmp_path: Path, overrides: list[str], dataset: str, n_train: int
             if name == "flair":
                 stack.enter_context(patch("aclm.steps.tagger.no_dev_predictions_file", lambda tagger: nullcontext()))
                 stack.enter_context(patch("aclm.steps.tagger.BestInMemory.restore", lambda self, tagger: None))
+                stack.enter_context(patch("aclm.steps.tagger.batched_subtokens", nullcontext))
                 stack.enter_context(patch.object(ModelTrainer, "train_custom", best_model_file(flair_train)))
             runs[name] = train_once(cfg.ner, train, dev, types, tmp_path / name)
     return runs["ours"], runs["flair"]
@@ -86,6 +89,99 @@ def test_mini_tagger_scores_and_predicts_as_on_flairs_path(shared_data, tmp_path
     check_identical(ours, flair)
     assert any(tag != "O" for tags in ours["predicted"] for tag in tags)      # it learned: a best epoch was chosen
     assert max(float(row["DEV_F1"]) for row in ours["dev"]) > 0
+
+
+def subtoken_batch(generator, sentences: int = 6, positions: int = 20, dim: int = 8):
+    """Random sub-token states and word ids as flair lays them out: -100 for special tokens and padding,
+    each word over one or two sub-tokens."""
+    import torch
+
+    word_ids = torch.full((sentences, positions), -100)
+    for i in range(sentences):
+        ids = [w for w in range(int(torch.randint(1, 9, (), generator=generator)))
+               for _ in range(int(torch.randint(1, 3, (), generator=generator)))]
+        word_ids[i, 1:1 + len(ids)] = torch.tensor(ids)
+    lengths = word_ids.max(dim=1).values + 1
+    return torch.randn(sentences, positions, dim, generator=generator), word_ids, lengths
+
+
+def test_batched_subtokens_copy_what_flairs_loops_copy():
+    """Bitwise flair's functions, on the batched path and on the fallbacks (a sentence over two windows, a
+    word without sub-tokens), which call flair's own loop."""
+    import torch
+
+    from aclm.steps import subtokens
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        states, word_ids, lengths = subtoken_batch(generator)
+        one_window = torch.arange(len(states))
+        for values, default in ((states, 0), (word_ids, -100)):
+            assert torch.equal(subtokens.combine_windows(values, one_window, 4, 32, default),
+                               subtokens.FLAIR_COMBINE(values, one_window, 4, 32, default))
+        split = torch.tensor([0, 0, 1, 2, 3, 4])                    # the first sentence over two windows
+        with patch.object(subtokens, "FLAIR_COMBINE", wraps=subtokens.FLAIR_COMBINE) as flairs:
+            subtokens.combine_windows(states, split, 4, 20, 0)
+        assert flairs.call_count == 1
+        starts = torch.ones_like(word_ids[:, :1], dtype=torch.bool)
+        changes = word_ids[:, 1:] != word_ids[:, :-1]
+        no_first = word_ids.clone()
+        no_first[0][no_first[0] == 0] = -100                       # sentence 0's first word has no sub-token
+        for mask, ids, batched in ((torch.cat([starts, changes], 1), word_ids, True),
+                                   (torch.cat([changes, starts], 1), word_ids, True),
+                                   (torch.cat([starts, changes], 1), no_first, False)):
+            empty = torch.zeros(len(states), int(lengths.max()), states.shape[2])
+            with patch.object(subtokens, "FLAIR_FILL", wraps=subtokens.FLAIR_FILL) as flairs:
+                ours = subtokens.fill_words(empty.clone(), states, mask, ids, lengths)
+            assert flairs.called != batched
+            assert torch.equal(ours, subtokens.FLAIR_FILL(empty.clone(), states, mask, ids, lengths))
+
+
+def test_a_taggers_word_embeddings_are_flairs_with_batched_subtokens(tiny_models):
+    """The tiny tagger's embeddings of real sentences, one longer than the encoder's window, are bitwise the
+    same with and without :func:`batched_subtokens`; the short batch takes the batched path."""
+    import torch
+    from flair.data import Sentence
+
+    from aclm.steps import subtokens
+    from aclm.steps.tagger import build_tagger
+
+    embeddings = build_tagger(load_config(["profile=tiny"]).ner, ["PER", "LOC"]).embeddings
+    embeddings.eval()
+    short = [Sentence(s.tokens) for s in load_split("sample/en", "dev")[:16]]
+    long = [Sentence(["word", *"abcdefghijklmnopqrstuvwxyz"] * 30), Sentence(["a", "b"])]
+
+    def embedded(sentences):
+        for sentence in sentences:
+            sentence.clear_embeddings()
+        with torch.no_grad():
+            embeddings.embed(sentences)
+        return [torch.stack([t.get_embedding() for t in s]) for s in sentences]
+
+    for batch, batched in ((short, True), (long, False)):
+        flairs = embedded(batch)
+        with batched_path_counter(subtokens) as calls, subtokens.batched_subtokens():
+            ours = embedded(batch)
+        assert all(torch.equal(a, b) for a, b in zip(ours, flairs))
+        assert (calls["flair"] == 0) == batched and calls["ours"] > 0
+
+
+@contextmanager
+def batched_path_counter(subtokens):
+    """How often the batched functions ran, and how often they fell back to flair's loops."""
+    calls = {"ours": 0, "flair": 0}
+
+    def counted(function, key):
+        def call(*args):
+            calls[key] += 1
+            return function(*args)
+        return call
+
+    with patch.multiple(subtokens, FLAIR_COMBINE=counted(subtokens.FLAIR_COMBINE, "flair"),
+                        FLAIR_FILL=counted(subtokens.FLAIR_FILL, "flair"),
+                        combine_windows=counted(subtokens.combine_windows, "ours"),
+                        fill_words=counted(subtokens.fill_words, "ours")):
+        yield calls
 
 
 def test_best_in_memory_keeps_the_best_epochs_weights():

@@ -8,7 +8,8 @@ Two recipes, one switch (``ner.tagger``):
   last four layers, a 2-layer BiLSTM and a CRF.
 
 flair's trainer picks the best model by dev F1; :class:`BestInMemory` keeps its
-weights and ``best-model.pt`` is written once, at the end.  A tagger
+weights and ``best-model.pt`` is written once, at the end; sub-token states
+become words a batch at a time (:mod:`aclm.steps.subtokens`).  A tagger
 that ends with dev F1 0 or predicts only ``O`` learned nothing: it raises
 :class:`NoLearning` (or warns, with ``ner.on_no_learning=warn``) instead of
 feeding attention maps, the consistency filter and scores downstream.
@@ -39,6 +40,7 @@ from aclm.base import tensorboard
 from aclm.base.config import model_path
 from aclm.base.data import TaggedSentence
 from aclm.base.runtime import RunError
+from aclm.steps.subtokens import batched_subtokens
 
 log = logging.getLogger("aclm.steps.tagger")
 LABEL_TYPE = "ner"
@@ -295,7 +297,7 @@ def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence
     counter, progress, times, best_weights = EpochCounter(), EpochProgress(cfg.epochs), EpochTimes(), BestInMemory()
     plugins = [counter, times, progress, best_weights, *schedule_plugins(cfg, out_dir), *tensorboard_plugins()]
     try:
-        with quiet_flair():
+        with quiet_flair(), batched_subtokens():
             tagger = build_tagger(cfg, types)
             with no_dev_predictions_file(tagger):   # use_final_model_for_eval: no best-model.pt written per epoch
                 ModelTrainer(tagger, corpus).train_custom(
@@ -327,7 +329,8 @@ def predict_tags(tagger: SequenceTagger, sentences: Sequence[TaggedSentence], ba
                  progress: bool = False) -> list[list[str]]:
     """BIO tags for every sentence, batched (``progress``: a bar with the ETA, for test sets)."""
     flair_sentences = to_flair(sentences, with_labels=False)
-    tagger.predict(flair_sentences, mini_batch_size=batch_size, label_name=LABEL_TYPE, verbose=progress)
+    with batched_subtokens():
+        tagger.predict(flair_sentences, mini_batch_size=batch_size, label_name=LABEL_TYPE, verbose=progress)
     return [spans_to_bio(s) for s in flair_sentences]
 
 
