@@ -80,8 +80,9 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     records = json.loads((tmp_path / "gpu-check.json").read_text())["steps"]
     assert list(records) == ["environment", "cuda-tests", "models", "generation-batch-2", "generation-batch-4",
-                             "generation-batch-4-entities", "pipeline-s0-s1", "dev-scoring", "tagger-profile", "pipeline-s2-s4",
-                             "pipeline-s5", "pipeline-s6-s7", "benchmark", "pack-1", "pack-2"]
+                             "generation-batch-4-entities", "pipeline-s0-s1", "dev-scoring", "tagger-profile",
+                             "tagger-subtokens", "pipeline-s2-s4", "pipeline-s5", "pipeline-s6-s7", "benchmark",
+                             "pack-1", "pack-2"]
     assert all(r["status"] == "done" for r in records.values())
     tests = records["cuda-tests"]["result"]
     assert tests["failed"] == 0 and tests["passed"] == 7                # the CUDA tests' code, run on the CPU
@@ -95,6 +96,8 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert [p["batch_size"] for p in scoring] == [8, 32] and all(p["same_spans_as_first"] for p in scoring)
     profile = records["tagger-profile"]["result"]
     assert profile["training"]["epochs_trained"] == 3 and profile["by_own_time"][0]["own_s"] > 0
+    subtokens = records["tagger-subtokens"]["result"]
+    assert subtokens["same_dev_scores"] and len(subtokens["runs"]["flair"]["dev"]) == 5 and "| batched |" in summary
     bench = records["benchmark"]["result"]
     assert bench["generation_released_s"] > 0 and bench["retrieval_15k_seconds"] > 0 and "ours faster" in summary
     again = run_check("--dry-run", "--state", str(tmp_path), bare=True)     # writes the results again, stdlib only

@@ -171,6 +171,7 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
               check.measured("dev-scoring", "dev-scoring", "--batch-sizes", ",".join(map(str, mode.eval_batch_sizes)),
                              "--run-dir", str(pipeline), *setting),
               check.measured("tagger-profile", "tagger-profile", "--epochs", "3", *setting),
+              check.measured("tagger-subtokens", "tagger-subtokens", "--epochs", "5", *setting),
               Step("pipeline-s2-s4", check.script("generator.py", "method=aclm", *setting)),
               Step("pipeline-s5", check.script("generation.py", "method=aclm", *setting)),
               Step("pipeline-s6-s7", check.script("stage_costs.py", "--json", str(costs), "method=aclm", *setting),
@@ -432,6 +433,39 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 25) -> 
     return {"epochs": epochs, "seconds": round(seconds, 2), "training": facts, **kernels,
             "by_own_time": [{"function": f, "calls": c, "own_s": round(o, 3), "cumulative_s": round(t, 3)}
                             for f, c, o, t in rows[:top]]}
+
+
+def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
+    """The S1 tagger of the setting (its first 100 train sentences, its dev set) trained twice from one seed:
+    with :mod:`aclm.steps.subtokens`, then with flair's per-sentence loops (the second in a process already
+    warm, which favours it); each epoch's seconds and whether every epoch's dev scores are the same."""
+    import csv
+    import tempfile
+    from contextlib import nullcontext
+    from unittest.mock import patch
+
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from aclm.base.runtime import seed_everything, select_device
+    from aclm.steps.tagger import train_tagger
+
+    cfg = load_config([*overrides, f"ner.epochs={epochs}"])
+    select_device(cfg.device)
+    train = load_split(cfg.dataset, "train", cfg.data_dir)[:100]
+    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
+    types = sorted({t for s in train + dev for _, _, t in s.spans()})
+    runs = {}
+    for name in ("batched", "flair"):
+        seed_everything(cfg.seed)
+        loops = patch("aclm.steps.tagger.batched_subtokens", nullcontext) if name == "flair" else nullcontext()
+        with tempfile.TemporaryDirectory() as out, loops:
+            _, facts = train_tagger(cfg.ner, train, dev, types, Path(out))
+            with (Path(out) / "loss.tsv").open() as f:
+                dev_scores = [{k: v for k, v in row.items() if k.startswith("DEV")}
+                              for row in csv.DictReader(f, delimiter="\t")]
+        runs[name] = {"epoch_seconds": facts["epoch_seconds"], "dev": dev_scores}
+    return {"epochs": epochs, "dev_sentences": len(dev), "runs": runs,
+            "same_dev_scores": runs["batched"]["dev"] == runs["flair"]["dev"]}
 
 
 @contextmanager
@@ -769,6 +803,18 @@ def profile_lines(records: dict) -> list[str]:
                     for r in profile["by_own_time"][:15]]
 
 
+def subtoken_lines(records: dict) -> list[str]:
+    measured = result(records, "tagger-subtokens")
+    if not measured:
+        return []
+    means = {name: later_epochs_mean(run["epoch_seconds"]) for name, run in measured["runs"].items()}
+    return ["", f"### The tagger with sub-tokens batched and with flair's loops ({measured['epochs']} epochs, "
+                f"{measured['dev_sentences']} dev sentences; epochs after the first, mean)", "",
+            "| sub-tokens to words | training s | scoring dev s |", "|---|---|---|",
+            *(f"| {name} | {m['train']:.2f} | {m['dev']:.2f} |" for name, m in means.items()), "",
+            f"Every epoch's dev scores the same: {'yes' if measured['same_dev_scores'] else 'NO'}."]
+
+
 def benchmark_lines(records: dict) -> list[str]:
     bench = result(records, "benchmark")
     if not bench:
@@ -787,8 +833,8 @@ def markdown(records: dict, mode: Mode) -> str:
              f"## DRY RUN on the CPU ({when})\n\nTiny random models on the CPU: these figures say nothing about a "
              "GPU. They show that every step of the check runs end to end.")
     return "\n".join([title, "", *environment_lines(records, mode), *pipeline_lines(records, mode),
-                      *tagger_lines(records), *profile_lines(records), *throughput_lines(records, mode),
-                      *benchmark_lines(records)]) + "\n"
+                      *tagger_lines(records), *profile_lines(records), *subtoken_lines(records),
+                      *throughput_lines(records, mode), *benchmark_lines(records)]) + "\n"
 
 
 def write_results(records: dict, mode: Mode, folder: Path) -> None:
@@ -853,6 +899,8 @@ def measurement(args: argparse.Namespace) -> int:
         figures = measure_generation(args.overrides, args.batch_size, args.templates)
     elif args.command == "tagger-profile":
         figures = measure_tagger_profile(args.overrides, args.epochs)
+    elif args.command == "tagger-subtokens":
+        figures = measure_tagger_subtokens(args.overrides, args.epochs)
     elif args.command == "dev-scoring":
         figures = measure_dev_scoring(args.run_dir, args.overrides, [int(b) for b in args.batch_sizes.split(",")])
     else:
@@ -886,7 +934,8 @@ def parser() -> argparse.ArgumentParser:
     for name, text in (("environment", "the device and library versions"),
                        ("generation", "decoding throughput at one batch size"), ("packing", "N runs at once"),
                        ("dev-scoring", "the S1 tagger's dev scoring per evaluation batch size"),
-                       ("tagger-profile", "where a tagger's epochs spend their time, function by function")):
+                       ("tagger-profile", "where a tagger's epochs spend their time, function by function"),
+                       ("tagger-subtokens", "a tagger's epochs with sub-tokens batched and with flair's loops")):
         measure = sub.add_parser(name, help=f"(a step of run) measure {text}")
         measure.add_argument("--json", type=Path, required=True, help="where the figures go")
         if name == "generation":
@@ -898,7 +947,7 @@ def parser() -> argparse.ArgumentParser:
             measure.add_argument("--run-dir", type=Path, required=True)
         if name == "dev-scoring":
             measure.add_argument("--batch-sizes", required=True, help="comma-separated")
-        if name == "tagger-profile":
+        if name in ("tagger-profile", "tagger-subtokens"):
             measure.add_argument("--epochs", type=int, required=True)
         if name != "environment":
             measure.add_argument("overrides", nargs="*", metavar="key=value", help="profile=... device=...")
