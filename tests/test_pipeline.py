@@ -165,13 +165,18 @@ def test_the_generator_keeps_its_losses_per_epoch(finished):
                                      {"epoch": 2.0, "train_loss": None, "dev_loss": 1.2}]
 
 
+def logged_counts(folder) -> dict[str, int]:
+    """Each scalar tag of the TensorBoard event files in ``folder``, with how many values it holds."""
+    return {tag: len(steps) for tag, steps in logged_steps(folder).items()}
+
+
 def test_every_model_the_chain_trains_leaves_tensorboard_events(finished):
     run = RunLayout.of(finished)
     for stage, model in ((layout.S1, "tagger"), (layout.S7, "tagger")):
-        tags = {tag: len(steps) for tag, steps in logged_steps(run.stage(stage) / "tensorboard" / model).items()}
+        tags = logged_counts(run.stage(stage) / "tensorboard" / model)
         epochs = read_json(run.stage(stage) / STAMP)["facts"]["training"]["epochs_trained"]
         assert tags["train/loss"] == tags["dev/micro avg/f1-score"] == epochs, stage
-    tags = {tag: len(steps) for tag, steps in logged_steps(run.stage(layout.S4) / "tensorboard" / "generator").items()}
+    tags = logged_counts(run.stage(layout.S4) / "tensorboard" / "generator")
     assert tags["eval/loss"] == finished.generator.epochs and tags["train/train_loss"] == 1
     # a view of training, not its product: not in the stage's listing, so deleting it re-runs nothing
     assert not any(name.startswith("tensorboard") for name in read_json(run.stage(layout.S4) / STAMP)["outputs"])

@@ -401,6 +401,20 @@ def measure_dev_scoring(run_dir: Path, overrides: list[str], batch_sizes: list[i
     return {"sentences": len(dev), "points": points}
 
 
+def tagger_setting(overrides: list[str], epochs: int) -> tuple:
+    """The measured S1 tagger's config (``epochs`` epochs, its device selected), its first 100 train sentences
+    (the setting's gold size), its dev set and their entity types."""
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from aclm.base.runtime import select_device
+
+    cfg = load_config([*overrides, f"ner.epochs={epochs}"])
+    select_device(cfg.device)
+    train = load_split(cfg.dataset, "train", cfg.data_dir)[:100]
+    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
+    return cfg, train, dev, sorted({t for s in train + dev for _, _, t in s.spans()})
+
+
 def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 25) -> dict:
     """Where a paper-size tagger's epochs spend their time, function by function (cProfile over ``epochs``
     epochs of S1's training on the first 100 train sentences and the setting's dev set): what of it
@@ -409,17 +423,11 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 25) -> 
     import pstats
     import tempfile
 
-    from aclm.base.config import load_config
-    from aclm.base.datasets import load_split
-    from aclm.base.runtime import seed_everything, select_device
+    from aclm.base.runtime import seed_everything
     from aclm.steps.tagger import train_tagger
 
-    cfg = load_config([*overrides, f"ner.epochs={epochs}"])
-    select_device(cfg.device)
+    cfg, train, dev, types = tagger_setting(overrides, epochs)
     seed_everything(cfg.seed)
-    train = load_split(cfg.dataset, "train", cfg.data_dir)[:100]      # the measured setting's gold size
-    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
-    types = sorted({t for s in train + dev for _, _, t in s.spans()})
     profiler, kernels = cProfile.Profile(), {}
     with tempfile.TemporaryDirectory() as out, kernel_time(kernels):
         start = time.perf_counter()
@@ -444,16 +452,10 @@ def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
     from contextlib import nullcontext
     from unittest.mock import patch
 
-    from aclm.base.config import load_config
-    from aclm.base.datasets import load_split
-    from aclm.base.runtime import seed_everything, select_device
+    from aclm.base.runtime import seed_everything
     from aclm.steps.tagger import train_tagger
 
-    cfg = load_config([*overrides, f"ner.epochs={epochs}"])
-    select_device(cfg.device)
-    train = load_split(cfg.dataset, "train", cfg.data_dir)[:100]
-    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
-    types = sorted({t for s in train + dev for _, _, t in s.spans()})
+    cfg, train, dev, types = tagger_setting(overrides, epochs)
     runs = {}
     for name in ("batched", "flair"):
         seed_everything(cfg.seed)
