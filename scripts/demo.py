@@ -23,6 +23,7 @@ from aclm.run.chain import plan, recorded_seconds, result_dir
 from aclm.run.cli import main_guard, parse, stage_parser
 from aclm.run.gold import dataset_files
 from aclm.run.layout import RunLayout
+from aclm.run.naming import run_config
 
 EXAMPLES = 6
 #: the taggers' epochs here: the profile's 100 would train up to five times as long (the demo takes 10 minutes);
@@ -100,7 +101,7 @@ def expected_minutes(overrides: list[str]) -> tuple[float, str]:
     chains, shared stages once), or the first run's measured figure where none is recorded."""
     todo: dict[str, float | None] = {}
     for method in ("gold_only", "aclm"):
-        cfg = load_config([*overrides, f"method={method}"])
+        cfg = run_config([*overrides, f"method={method}"])
         todo.update({name: recorded_seconds(cfg, name) for name, state in plan(cfg) if state != "current"})
     if not todo:
         return 0.0, "every stage is current"
@@ -120,7 +121,7 @@ def main() -> None:
     print(f"expected: about {minutes:.0f} min ({source})", flush=True)
     results = {}
     for method in ("gold_only", "aclm"):
-        cfg = load_config([*overrides, f"method={method}"])
+        cfg = run_config([*overrides, f"method={method}"])
         results[method] = outputs.result(result_dir(cfg))
     report = results["aclm"]["augmentation"]
     print(f"\n=== {cfg.dataset}, {results['gold_only']['sizes']['train']} gold sentences, profile {cfg.profile} ===")

@@ -61,6 +61,14 @@ def test_steps_are_chosen_by_name_or_its_beginning_in_the_plans_order(gpu_check,
         gpu_check.selected(plan, ["pipline"])
 
 
+def test_a_lease_that_ends_before_the_last_pipeline_step_still_shows_the_stages_measured(gpu_check):
+    records = {"pipeline-s2-s4": {"result": {"stages": {"s4_generator": {"seconds": 132.6, "cuda_peak_mb": 16300}}}},
+               "pipeline-s5": {"result": {"stages": {"s5_generation": {"seconds": 33.4}}}}}
+    lines = gpu_check.pipeline_lines(records, gpu_check.dry_mode())
+    assert "| s4_generator | 132.6 | 16300 |" in lines and "| s5_generation | 33.4 | - |" in lines
+    assert gpu_check.pipeline_lines({}, gpu_check.dry_mode()) == []
+
+
 def run_check(*args: str, bare: bool = False) -> subprocess.CompletedProcess:
     """The check as a user starts it; ``bare``: its own process without site-packages or PYTHONPATH (``-I -S``),
     as on an offline node where only its steps see the bundle."""
@@ -98,6 +106,9 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert profile["training"]["epochs_trained"] == 3 and profile["by_own_time"][0]["own_s"] > 0
     subtokens = records["tagger-subtokens"]["result"]
     assert subtokens["same_dev_scores"] and len(subtokens["runs"]["flair"]["dev"]) == 5 and "| batched |" in summary
+    assert records["pipeline-s2-s4"]["result"]["stages"]["s4_generator"]["seconds"] > 0
+    last = (tmp_path / "logs" / "pipeline-s6-s7.log").read_text()      # resumes the folders the other steps wrote
+    assert "s6_postprocess: running" in last and "s1_ner: running" not in last and "s4_generator: running" not in last
     bench = records["benchmark"]["result"]
     assert bench["generation_released_s"] > 0 and bench["retrieval_15k_seconds"] > 0 and "ours faster" in summary
     again = run_check("--dry-run", "--state", str(tmp_path), bare=True)     # writes the results again, stdlib only

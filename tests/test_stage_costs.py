@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from aclm.base.paths import PROJECT_ROOT
+from aclm.experiments.grid import PRUNING
 from conftest import FAST
 
 pytestmark = pytest.mark.slow
@@ -41,3 +42,9 @@ def test_every_stage_is_costed_and_scaled_to_the_paper(tiny_models, tmp_path):
     again = costs(tmp_path / "runs", tmp_path / "again.json")
     assert again.returncode == 0 and "running" not in again.stderr          # nothing re-ran
     assert json.loads((tmp_path / "again.json").read_text())["stages"] == figures["stages"]
+    # its folders are the stage scripts' for the same overrides (seed1@ner.epochs=2/): either resumes the other
+    script = subprocess.run([sys.executable, "scripts/run_method.py", "method=aclm", *PRUNING, *FAST,
+                             f"run_dir={tmp_path / 'runs'}"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                            timeout=900)
+    assert script.returncode == 0 and "running" not in script.stderr, script.stderr[-3000:]
+    assert list((tmp_path / "runs").glob("tiny/*/*/gold*/seed1@ner.epochs=2/s1_ner"))

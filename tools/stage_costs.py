@@ -34,6 +34,7 @@ from aclm.run import layout, outputs
 from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
 from aclm.run.layout import RunLayout
+from aclm.run.naming import run_config
 from aclm.run.stages import facts, pruned_files, stamp
 from tools.epoch_times import later_epochs_mean
 
@@ -157,8 +158,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures here (default: <run>/stage_costs.json)")
     args = parser.parse_args()
     setup_logging()
-    # stored as a grid's run is (its S7 tagger pruned once scored): the Table 1 estimate's runs are a grid's
-    cfg = load_config(["profile=paper_shape", "method=aclm", "run_dir=runs/bench", *PRUNING, *args.overrides])
+    # stored as a grid's run is (its S7 tagger pruned once scored): the Table 1 estimate's runs are a grid's;
+    # its folders named after the overrides, as a stage script's are, so that it resumes their stages
+    cfg = run_config(["profile=paper_shape", "method=aclm", "run_dir=runs/bench", *PRUNING, *args.overrides])
     root = RunLayout.of(cfg).root
     if args.fresh:
         shutil.rmtree(root, ignore_errors=True)
