@@ -109,12 +109,13 @@ def generator_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path) ->
     seed_everything(c.seed)
     device = select_device(c.device)
     gen_cfg = OmegaConf.merge(c.generator, {"model": model_path(c.generator.model)})
-    # beside the scratch folder and named like it: a killed run's checkpoints are removed as its orphans
-    with tempfile.TemporaryDirectory(prefix=f".{layout.S4}.checkpoints.", suffix=".tmp", dir=out.parent) as checkpoints:
+    # the trainer's output folder, which it needs though it writes no checkpoint there (the best weights stay in
+    # memory); beside the scratch folder and named like it, so that a killed run's is removed as its orphan
+    with tempfile.TemporaryDirectory(prefix=f".{layout.S4}.trainer.", suffix=".tmp", dir=out.parent) as trainer_dir:
         languages = {split: outputs.sentence_languages(data, split) for split in layout.SPLITS}
         return finetune(gen_cfg, skeletons_and_targets(s3_templates, "train"),
                         skeletons_and_targets(s3_templates, "dev"), languages,
-                        outputs.entity_types(data), out, Path(checkpoints), c.seed, device)
+                        outputs.entity_types(data), out, Path(trainer_dir), c.seed, device)
 
 
 # --- S5 ----------------------------------------------------------------------------------
