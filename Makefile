@@ -103,8 +103,9 @@ clean:  ## delete runs/ and the tiny and paper-size models built here (not the m
 
 # --- Paper tables (configs/grids/<table>.yaml) ---------------------------------------------
 #   make reproduce-table1 PROFILE=paper -j 4            all of Table 1, then the table
-#   make reproduce-table1 PROFILE=paper JOBS=auto       as many runs at once as the GPU's memory holds
-#                                                       (scripts/grid.py jobs: measured peaks; docs/cost.md)
+#   make reproduce-table1 PROFILE=paper JOBS=auto       as many runs at once as the GPU holds of their
+#                                                       taggers, each stage leasing its memory (scripts/grid.py
+#                                                       jobs, aclm/run/gpu_share.py; docs/cost.md)
 #   make reproduce-table1 LANGS=en SIZES=100,200 METHODS=gold_only,aclm SEEDS=1,2
 #   make reproduce-melm_table1 ... ; make aggregate-table3 (the table only, no runs)
 # Each run is a file target (its result.json); methods wait for their setting's S1, so -j
@@ -131,8 +132,9 @@ GRID_ARGS = profile=$(PROFILE) run_dir=$(RUNS) $(if $(LANGS),langs=$(LANGS)) \
 
 define reproduce_grid
 	+@frag=$$($(PYTHON) scripts/grid.py makefile $(1) $(GRID_ARGS) --python $(PYTHON)) || exit 1; \
-	jobs=$(if $(filter auto,$(JOBS)),$$($(PYTHON) scripts/grid.py jobs $(1) $(GRID_ARGS)) || exit 1,$(JOBS)); \
-	$(MAKE) -k $${jobs:+-j $$jobs} -f $$frag all; status=$$?; \
+	ledger=$${frag%.mk}.gpu.json; \
+	jobs=$(if $(filter auto,$(JOBS)),$$($(PYTHON) scripts/grid.py jobs $(1) $(GRID_ARGS) --ledger $$ledger) || exit 1,$(JOBS)); \
+	$(if $(filter auto,$(JOBS)),ACLM_GPU_LEDGER=$$ledger) $(MAKE) -k $${jobs:+-j $$jobs} -f $$frag all; status=$$?; \
 	$(PYTHON) scripts/aggregate.py $(1) $(GRID_ARGS) --out $(RESULTS) || status=1; \
 	exit $$status
 endef

@@ -111,7 +111,11 @@ def main() -> None:
                         help="only 0: S1, 1: augmentation methods, 2: WikiNEuRal (run in this order)")
     add_grid_args(sub.add_parser("prune", help="delete the S1 weights of the settings whose runs are all done"))
     add_submit_args(sub.add_parser("submit", help="submit the runs not done to Slurm as job arrays, then the table"))
-    add_grid_args(sub.add_parser("jobs", help="print how many runs to start at once on this GPU (the reason on stderr)"))
+    jobs = sub.add_parser("jobs", help="print how many runs to start at once on this GPU (the reason on stderr)")
+    add_grid_args(jobs)
+    jobs.add_argument("--ledger", type=Path, metavar="FILE",
+                      help="count runs by their tagger and write FILE, the ledger their stages lease GPU memory "
+                           "from (run them with ACLM_GPU_LEDGER=FILE; aclm/run/gpu_share.py)")
     check = sub.add_parser("check", help="fail if two grids would write one result with different commands")
     add_selection(check)
     cell = sub.add_parser("cell", help="run one cell; write failed.json beside its result if it fails")
@@ -135,7 +139,8 @@ def main() -> None:
     if args.command in ("makefile", "list", "submit"):
         require_test_set_data(cells, chosen["test_set"])
     if args.command == "jobs":
-        packing = choose(stages_of(with_prerequisites(cells)), Path(chosen["run_dir"]), chosen["profile"])
+        packing = choose(stages_of(with_prerequisites(cells)), Path(chosen["run_dir"]), chosen["profile"],
+                         args.ledger)
         print(packing.reason, file=sys.stderr)
         print(packing.runs)
     elif args.command == "prune":

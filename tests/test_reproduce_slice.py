@@ -54,6 +54,7 @@ def test_table1_slice_runs_prints_and_resumes(shared_data, tiny_models, tmp_path
 
     lwtr = next(p for p in results if "/lwtr/" in str(p))
     lwtr.unlink()                                           # as if killed before it finished
-    resumed = make(*args, env=env)
-    assert resumed.returncode == 0 and lwtr.exists()
+    resumed = make(*args, "JOBS=auto", env=env)            # no GPU here: one run at a time, no ledger
+    assert resumed.returncode == 0 and lwtr.exists(), resumed.stderr[-3000:]
+    assert "no GPU visible" in resumed.stderr and not list((tmp_path / "runs").rglob("*.gpu.json"))
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items() if p != lwtr)

@@ -3,14 +3,17 @@
 Runs of a grid are separate processes; several fit on one card because a
 run at the paper's sizes uses a fraction of it (docs/gpu-check.md: 2, 4 and
 8 Gold-only runs at once gave 2.05, 3.54 and 5.25 times the runs per hour on
-one H100).  A run needs the largest CUDA peak among the stages the selected
-runs will go through: each stage's as measured in the stage stamps under
-``<run_dir>/<profile>`` where runs there finished on a GPU, else its peak at
-paper size in the GPU check.  A process holds more than its tensors' peak
-(the CUDA context, the allocator's cache): 6,283 MB in use for an S1 peak of
-5,057 MB, a factor of 1.25.  The card's free memory, 5% kept back, over that
-need, and at most one run per CPU core.  So a grid's Gold-only runs
-(``METHODS=gold_only``) pack by S1's 5 GB, its ACLM runs by S4's 16 GB.
+one H100).  A stage needs its CUDA peak: as measured in the stage stamps
+under ``<run_dir>/<profile>`` where runs there finished on a GPU, else its
+peak at paper size in the GPU check.  A process holds more than its tensors'
+peak (the CUDA context, the allocator's cache): 6,283 MB in use for an S1
+peak of 5,057 MB, a factor of 1.25.  The card's free memory, 5% kept back,
+over that need, and at most one run per CPU core.
+
+Without a ledger every run is counted at the largest need among its stages,
+so a grid's ACLM runs pack by S4's 16 GB.  With one (:mod:`aclm.run.gpu_share`,
+what ``JOBS=auto`` uses) runs are counted at their tagger's need, and each
+stage leases its own while it runs: a larger stage waits for the memory.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
+from aclm.run import gpu_share
+
 #: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  Two
 #: were not measured there: Gold-only's scoring (s1_eval) gets S7's scoring's, the same work on the same
 #: tagger size; a baseline's generation stage (augment) gets S4's, the largest (MulDA fine-tunes the same
@@ -30,6 +35,8 @@ PAPER_PEAKS_MB = {"data": 0, "s1_ner": 5054, "s1_eval": 2978, "s2_keywords": 256
                   "s7_ner": 5054, "s7_eval": 2978}
 PROCESS_FACTOR = 1.25            # memory in use per process over its tensors' peak (nvidia-smi, one H100)
 HEADROOM = 0.95                  # the share of the free memory the runs may fill
+TAGGERS = ("s1_ner", "s7_ner")   # every run trains one, for most of its time: what a run counts with a ledger
+GPU_STAGE_MB = 100               # a smaller peak at paper size is a CPU stage's: no lease
 
 
 @dataclass(frozen=True)
@@ -71,14 +78,30 @@ def free_gpu_memory_mb() -> Optional[float]:
     return free / 2**20
 
 
-def choose(stages: Iterable[str], run_dir: Path, profile: str) -> Packing:
+def stage_needs(stages: Iterable[str], measured: Mapping[str, int]) -> dict[str, int]:
+    """What each GPU stage among ``stages`` leases (MB): its peak times :data:`PROCESS_FACTOR`."""
+    largest = max(PAPER_PEAKS_MB.values())
+    peaks = {s: measured.get(s, PAPER_PEAKS_MB.get(s, largest)) for s in set(stages)}
+    return {s: round(p * PROCESS_FACTOR) for s, p in sorted(peaks.items())
+            if PAPER_PEAKS_MB.get(s, largest) >= GPU_STAGE_MB}
+
+
+def choose(stages: Iterable[str], run_dir: Path, profile: str, ledger: Optional[Path] = None) -> Packing:
     """How many runs going through ``stages`` to start at once on this machine's first visible GPU, and why
-    (``stages`` is read only where there is a GPU: it may be a lazy iterator)."""
+    (``stages`` is read only where there is a GPU: it may be a lazy iterator).  With ``ledger``, runs are
+    counted at their tagger's need and the ledger is written for their stages to lease from."""
     free = free_gpu_memory_mb()
     if free is None:
+        if ledger:
+            Path(ledger).unlink(missing_ok=True)      # an earlier GPU's ledger must not ration these runs
         return Packing(1, "no GPU visible: one run at a time (make -j N chooses another number)")
-    peak, source = need_mb(stages, measured_peaks(run_dir, profile))
-    cpus = os.cpu_count() or 1
+    stages, measured, cpus = list(stages), measured_peaks(run_dir, profile), os.cpu_count() or 1
+    counted = [s for s in stages if s in TAGGERS] if ledger else []
+    peak, source = need_mb(counted or stages, measured)
     runs = runs_per_gpu(free, peak, cpus)
-    return Packing(runs, f"{runs} runs at once: {free:,.0f} MB free x {HEADROOM} / ({peak:,} MB, the peak of "
-                         f"{source}, x {PROCESS_FACTOR} a process), at most {cpus} (CPU cores)")
+    reason = (f"{runs} runs at once: {free:,.0f} MB free x {HEADROOM} / ({peak:,} MB, the peak of {source}, x "
+              f"{PROCESS_FACTOR} a process), at most {cpus} (CPU cores)")
+    if ledger:
+        gpu_share.create(ledger, free * HEADROOM, stage_needs(stages, measured))
+        reason += f"; each stage leases its own need from {ledger}, a larger one waits for the memory"
+    return Packing(runs, reason)

@@ -58,7 +58,7 @@ from aclm.base.config import config_hash, flatten, to_dict
 from aclm.base.datasets import resolve_data_dir
 from aclm.base.io import atomic_dir, read_json, sha256_path, write_json
 from aclm.base.runtime import PeakMemory, check_interrupted
-from aclm.run import layout
+from aclm.run import gpu_share, layout
 from aclm.run.layout import RunLayout
 from aclm.run.locks import folder_lock
 from aclm.run.provenance import checkout, code_digests
@@ -257,6 +257,13 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
         if pruned_files(path):
             raise Pruned(path)
     log.info("%s: running (%s) -> %s", name, reason, out_dir)
+    with gpu_share.lease(name):
+        return _build_and_stamp(name, out_dir, now, reason, config, build)
+
+
+def _build_and_stamp(name: str, out_dir: Path, now: dict, reason: str, config: Any,
+                     build: Callable[[Path], dict | None]) -> bool:
+    """Build the stage in a scratch folder and stamp it; the folder replaces ``out_dir`` when both are done."""
     start = time.perf_counter()
     with atomic_dir(out_dir) as scratch:
         with PeakMemory() as memory:

@@ -1,0 +1,129 @@
+"""Runs sharing one GPU lease its memory stage by stage, so a card holds as many runs as their taggers allow.
+
+A run's stages need very different amounts: at paper size the taggers 5 GB, S4's mBART-50 16 GB
+(docs/cost.md), and S4 is a small part of a run's time.  Packing runs by the largest need leaves the
+card mostly empty; packing them by the tagger's could put too many S4s on it at once.  So with
+``make reproduce-table1 JOBS=auto`` on a GPU, the grid writes a ledger (``create``): the memory the runs
+may fill, and what each GPU stage needs (its CUDA peak, measured or at paper size, times what a process
+holds beyond its tensors).  Every run finds it through :data:`LEDGER_ENV`, and each stage holds its need
+while it runs (:func:`lease`).  A stage whose need does not fit waits, first come first served, so a
+large stage is not passed over forever by small ones; a need larger than the card runs alone.  Between
+stages a process that used CUDA still holds its context, counted as :data:`CONTEXT_MB`.
+
+The ledger is one JSON file under an exclusive ``flock``; the lease of a process that died (killed,
+out of memory) is dropped by the next process that reads the ledger.  Without the variable, or for a
+stage the ledger does not name (the CPU stages), nothing is leased.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import json
+import logging
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from aclm.base.io import write_json
+
+log = logging.getLogger("aclm.run.gpu_share")
+
+LEDGER_ENV = "ACLM_GPU_LEDGER"
+CONTEXT_MB = 600                 # a CUDA context and what the allocator keeps after empty_cache (one H100)
+POLL_S = 2.0
+
+
+def create(path: Path, capacity_mb: float, needs_mb: Mapping[str, int]) -> None:
+    """A fresh ledger: ``capacity_mb`` to share, and the stages' needs (MB); no lease held."""
+    write_json(Path(path), {"capacity_mb": round(capacity_mb), "needs_mb": dict(needs_mb), "held": {},
+                            "queue": []})
+
+
+@contextmanager
+def _locked(path: str) -> Iterator[dict]:
+    """The ledger's state, read and written back under an exclusive lock."""
+    with open(path, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        state = json.load(f)
+        yield state
+        f.seek(0)
+        f.truncate()
+        json.dump(state, f)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _take(state: dict, pid: str, stage: str, need: int) -> bool:
+    """Queue ``pid``; give it the lease if it is first in the queue and its need fits (or no other stage
+    holds a lease, for a need larger than the card)."""
+    state["held"] = {p: h for p, h in state["held"].items() if _alive(p)}
+    state["queue"] = [p for p in state["queue"] if _alive(p)]
+    if pid not in state["queue"]:
+        state["queue"].append(pid)
+    others = {p: h for p, h in state["held"].items() if p != pid}
+    fits = sum(h["mb"] for h in others.values()) + need <= state["capacity_mb"]
+    alone = not any(h["stage"] for h in others.values())
+    if state["queue"][0] != pid or not (fits or alone):
+        return False
+    state["queue"].remove(pid)
+    state["held"][pid] = {"stage": stage, "mb": need}
+    return True
+
+
+def _release_cuda_cache() -> None:
+    """Give back what the stage's tensors held: without it the allocator keeps the memory from the others."""
+    torch = sys.modules.get("torch")
+    gc.collect()
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+@contextmanager
+def lease(stage: str) -> Iterator[None]:
+    """Hold ``stage``'s share of the GPU while the block runs, waiting for it first (see the module)."""
+    path = os.environ.get(LEDGER_ENV)
+    if not path or not Path(path).exists():
+        yield
+        return
+    with _locked(path) as state:
+        need = state["needs_mb"].get(stage, 0)
+    if not need:
+        yield
+        return
+    pid, start, said = str(os.getpid()), time.monotonic(), False
+    try:
+        while True:
+            with _locked(path) as state:
+                if _take(state, pid, stage, need):
+                    break
+                held = sum(h["mb"] for h in state["held"].values())
+                capacity, waiting = state["capacity_mb"], len(state["queue"]) - 1
+            if not said:
+                log.info("%s: waiting for %d MB of the GPU (%d of %d MB leased, %d other stage(s) queued)",
+                         stage, need, held, capacity, waiting)
+                said = True
+            time.sleep(POLL_S)
+    except BaseException:
+        with _locked(path) as state:
+            state["queue"] = [p for p in state["queue"] if p != pid]
+        raise
+    if said:
+        log.info("%s: got %d MB of the GPU after %.0f s", stage, need, time.monotonic() - start)
+    try:
+        yield
+    finally:
+        _release_cuda_cache()
+        with _locked(path) as state:
+            state["held"][pid] = {"stage": None, "mb": CONTEXT_MB}
