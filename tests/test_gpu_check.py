@@ -55,7 +55,8 @@ def test_a_step_cut_off_runs_again_and_a_finished_one_is_skipped(gpu_check, tmp_
 def test_steps_are_chosen_by_name_or_its_beginning_in_the_plans_order(gpu_check, tmp_path):
     plan = gpu_check.plan_steps(check(gpu_check, tmp_path), None)
     names = [s.name for s in gpu_check.selected(plan, ["pack", "generation-batch-4", "environment"])]
-    assert names == ["environment", "generation-batch-4", "generation-batch-4-entities", "pack-1", "pack-2"]
+    assert names == ["environment", "generation-batch-4", "generation-batch-4-entities", "pack-1", "pack-2",
+                     "pack-aclm-1", "pack-aclm-2"]
     assert gpu_check.selected(plan, None) == plan
     with pytest.raises(SystemExit, match="no step is named pipline"):
         gpu_check.selected(plan, ["pipline"])
@@ -90,7 +91,7 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert list(records) == ["environment", "cuda-tests", "models", "generation-batch-2", "generation-batch-4",
                              "generation-batch-4-entities", "pipeline-s0-s1", "dev-scoring", "tagger-profile",
                              "tagger-subtokens", "pipeline-s2-s4", "pipeline-s5", "pipeline-s6-s7", "benchmark",
-                             "pack-1", "pack-2"]
+                             "pack-1", "pack-2", "pack-aclm-1", "pack-aclm-2"]
     assert all(r["status"] == "done" for r in records.values())
     tests = records["cuda-tests"]["result"]
     assert tests["failed"] == 0 and tests["passed"] == 7                # the CUDA tests' code, run on the CPU
@@ -111,6 +112,11 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert "s6_postprocess: running" in last and "s1_ner: running" not in last and "s4_generator: running" not in last
     bench = records["benchmark"]["result"]
     assert bench["generation_released_s"] > 0 and bench["retrieval_15k_seconds"] > 0 and "ours faster" in summary
+    shared = records["pack-aclm-2"]["result"]                       # two ACLM runs leasing from one ledger
+    assert shared["method"] == "aclm" and len(shared["s1"]) == 2 and "N ACLM runs at once" in summary
+    assert shared["ledger"]["capacity_mb"] < 2 * shared["ledger"]["needs_mb"]["s4_generator"]   # one S4 at a time
+    ledger = json.loads((tmp_path / "runs" / "pack-aclm-2" / "gpu.json").read_text())
+    assert ledger["queue"] == [] and not any(h["stage"] for h in ledger["held"].values())
     again = run_check("--dry-run", "--state", str(tmp_path), bare=True)     # writes the results again, stdlib only
     assert again.returncode == 0 and again.stdout.count("done earlier") == len(records), again.stderr[-2000:]
 

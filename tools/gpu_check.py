@@ -68,6 +68,8 @@ class Mode:
     templates: int                    # templates decoded per batch-size point
     packing: tuple[int, ...]
     pack_overrides: list[str]
+    shared_packing: tuple[int, ...]     # ACLM runs at once, each stage leasing its GPU memory (a ledger)
+    shared_overrides: list[str]
     eval_batch_sizes: tuple[int, ...]   # the dev scoring of the measured setting's S1 tagger, per batch size
     benchmark: list[str]                # tools/benchmark.py's sizes: the released approach beside ours
 
@@ -86,6 +88,7 @@ def real_mode(data: Path, ner_epochs: int) -> Mode:
                "generator.epochs=10", "generation.rounds=5"]
     return Mode("cuda", "paper_shape", "cuda", ["--shape", "paper", "--text", str(data / "multiconer/en/train_full.conll")],
                 setting, (8, 16, 32, 64, 128), (32, 128), 256, (1, 2, 4, 8), ["ner.epochs=3", "splits.dev_size=null"],
+                (1, 4, 8), ["ner.epochs=3", "generator.epochs=2", "generation.rounds=1", "splits.dev_size=null"],
                 (32, 64, 128, 256), ["--sentences", "1000", "--generate", "64", "--compare", "16", "--pairs-n", "500"])
 
 
@@ -93,7 +96,7 @@ def dry_mode() -> Mode:
     """Every step at its smallest: the tiny profile's bundled sample, one epoch each, two points per sweep."""
     return Mode("dry", "tiny", "cpu", ["--out", "models/tiny"], ["ner.epochs=1", "generator.epochs=1",
                 "generation.rounds=1"], (2, 4), (4,), 4, (1, 2), ["ner.epochs=1"],
-                (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"])
+                (1, 2), ["ner.epochs=1", "generator.epochs=1", "generation.rounds=1"], (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"])
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -185,6 +188,10 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
                              str(check.state / "runs" / f"pack-{jobs}"), f"profile={mode.profile}",
                              f"device={mode.device}", *mode.pack_overrides)
               for jobs in mode.packing]
+    steps += [check.measured(f"pack-aclm-{jobs}", "packing", "--jobs", str(jobs), "--method", "aclm", "--run-dir",
+                             str(check.state / "runs" / f"pack-aclm-{jobs}"), f"profile={mode.profile}",
+                             f"device={mode.device}", *mode.shared_overrides)
+              for jobs in mode.shared_packing]
     return steps
 
 
@@ -518,10 +525,10 @@ def gpu_memory_used() -> Optional[int]:
     return int(done.stdout.split()[0]) if done.returncode == 0 and done.stdout.strip() else None
 
 
-def run_together(commands: list[list[str]]) -> tuple[float, Optional[int]]:
+def run_together(commands: list[list[str]], env: Optional[dict] = None) -> tuple[float, Optional[int]]:
     """Start every command at once, wait for all; the wall time and the most GPU memory seen in use."""
     start, peak = time.perf_counter(), None
-    processes = [subprocess.Popen(c, cwd=ROOT, stdout=subprocess.DEVNULL) for c in commands]
+    processes = [subprocess.Popen(c, cwd=ROOT, stdout=subprocess.DEVNULL, env=env) for c in commands]
     try:
         while any(p.poll() is None for p in processes):
             used = gpu_memory_used()
@@ -538,19 +545,39 @@ def run_together(commands: list[list[str]]) -> tuple[float, Optional[int]]:
     return time.perf_counter() - start, peak
 
 
-def measure_packing(jobs: int, run_dir: Path, overrides: list[str]) -> dict:
-    """``jobs`` Gold-only runs (seeds 1..jobs) at once on one GPU, as ``make -j`` packs them, from scratch.
+def shared_ledger(path: Path) -> dict:
+    """The ledger ``JOBS=auto`` writes, for every stage at paper size: the card's free memory less the
+    headroom; without a GPU (the dry mode) one and a half S4s, so that stages do wait for each other."""
+    from aclm.experiments import packing
+    from aclm.run import gpu_share
+
+    needs = packing.stage_needs(packing.PAPER_PEAKS_MB, {})
+    free = packing.free_gpu_memory_mb()
+    capacity = free * packing.HEADROOM if free is not None else 1.5 * needs["s4_generator"]
+    gpu_share.create(path, capacity, needs)
+    return {"capacity_mb": round(capacity), "needs_mb": needs}
+
+
+def measure_packing(jobs: int, run_dir: Path, overrides: list[str], method: str = "gold_only") -> dict:
+    """``jobs`` runs of ``method`` (seeds 1..jobs) at once on one GPU, as ``make -j`` packs them, from scratch;
+    a method other than Gold-only leases its stages' memory from a ledger, as under ``JOBS=auto``.
 
     The wall time, runs per hour, the most GPU memory nvidia-smi saw in use,
     and each run's S1 seconds and CUDA peak from its stage stamp.
     """
     shutil.rmtree(run_dir, ignore_errors=True)
-    commands = [[sys.executable, str(ROOT / "scripts" / "run_method.py"), "method=gold_only", f"seed={seed}",
+    run_dir.mkdir(parents=True)
+    env, figures = None, {}
+    if method != "gold_only":
+        ledger = run_dir / "gpu.json"
+        figures["ledger"] = shared_ledger(ledger)
+        env = {**os.environ, "ACLM_GPU_LEDGER": str(ledger)}
+    commands = [[sys.executable, str(ROOT / "scripts" / "run_method.py"), f"method={method}", f"seed={seed}",
                  f"run_dir={run_dir}", *overrides] for seed in range(1, jobs + 1)]
-    wall, peak = run_together(commands)
+    wall, peak = run_together(commands, env)
     stamps = [json.loads(p.read_text()) for p in sorted(run_dir.rglob("s1_ner/_stage.json"))]
-    return {"jobs": jobs, "wall_s": round(wall, 1), "runs_per_hour": round(jobs * 3600 / wall, 1),
-            "gpu_memory_used_mb": peak,
+    return {"method": method, "jobs": jobs, "wall_s": round(wall, 1), "runs_per_hour": round(jobs * 3600 / wall, 1),
+            "gpu_memory_used_mb": peak, **figures,
             "s1": [{"seconds": s["seconds"], **s.get("memory", {})} for s in stamps]}
 
 
@@ -778,13 +805,19 @@ def throughput_lines(records: dict, mode: Mode) -> list[str]:
         ratio = fmt(plain[p["batch_size"]] / p["templates_per_s"], ".2f") if p["batch_size"] in plain else "-"
         lines.append(f"| {p['batch_size']} | {constrained} | {p['templates_per_s']:.2f} | {ratio} | "
                      f"{fmt(p['parse_and_keep_entities'], '.1%')} | {fmt(p['cuda_peak_mb'])} |")
-    packs = [p for p in (result(records, f"pack-{j}") for j in mode.packing) if p]
+    lines += pack_lines([result(records, f"pack-{j}") for j in mode.packing], "N Gold-only runs at once")
+    return lines + pack_lines([result(records, f"pack-aclm-{j}") for j in mode.shared_packing],
+                              "N ACLM runs at once, each stage leasing its memory as under `JOBS=auto`")
+
+
+def pack_lines(packs: list[dict], what: str) -> list[str]:
+    packs = [p for p in packs if p]
     if not packs:
-        return lines
+        return []
     base = next((p["runs_per_hour"] for p in packs if p["jobs"] == 1), None)
-    lines += ["", "### Runs packed on one GPU (`make -j N`: N Gold-only runs at once, from scratch)", "",
-              "| runs at once | wall s | runs/h | speed-up | GPU memory in use MB | S1 CUDA peak MB per run |",
-              "|---|---|---|---|---|---|"]
+    lines = ["", f"### Runs packed on one GPU (`make -j N`: {what}, from scratch)", "",
+             "| runs at once | wall s | runs/h | speed-up | GPU memory in use MB | S1 CUDA peak MB per run |",
+             "|---|---|---|---|---|---|"]
     for p in packs:
         speedup = fmt(p["runs_per_hour"] / base, ".2f") if base else "-"
         peaks = ", ".join(fmt(s.get("cuda_peak_mb")) for s in p["s1"])
@@ -931,7 +964,7 @@ def measurement(args: argparse.Namespace) -> int:
     elif args.command == "dev-scoring":
         figures = measure_dev_scoring(args.run_dir, args.overrides, [int(b) for b in args.batch_sizes.split(",")])
     else:
-        figures = measure_packing(args.jobs, args.run_dir, args.overrides)
+        figures = measure_packing(args.jobs, args.run_dir, args.overrides, args.method)
     write_json(args.json, figures)
     return 0
 
@@ -970,6 +1003,8 @@ def parser() -> argparse.ArgumentParser:
             measure.add_argument("--templates", type=int, required=True)
         if name == "packing":
             measure.add_argument("--jobs", type=int, required=True)
+            measure.add_argument("--method", default="gold_only",
+                                 help="a method other than gold_only leases GPU memory from a ledger (JOBS=auto)")
         if name in ("packing", "dev-scoring"):
             measure.add_argument("--run-dir", type=Path, required=True)
         if name == "dev-scoring":
