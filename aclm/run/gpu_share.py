@@ -10,7 +10,7 @@ while it runs (:func:`lease`).  A stage whose need does not fit waits, first com
 large stage is not passed over forever by small ones; a need larger than the card runs alone.  Between
 stages a process that used CUDA still holds its context, counted as :data:`CONTEXT_MB`.
 
-The ledger is one JSON file under an exclusive ``flock``; the lease of a process that died (killed,
+The ledger is one JSON file, changed under an exclusive ``flock``; the lease of a process that died (killed,
 out of memory) is dropped by the next process that reads the ledger.  Without the variable, or for a
 stage the ledger does not name (the CPU stages), nothing is leased.
 """
@@ -45,14 +45,13 @@ def create(path: Path, capacity_mb: float, needs_mb: Mapping[str, int]) -> None:
 
 @contextmanager
 def _locked(path: str) -> Iterator[dict]:
-    """The ledger's state, read and written back under an exclusive lock."""
-    with open(path, "r+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        state = json.load(f)
+    """The ledger's state under an exclusive lock (on a file beside it), written back whole and atomically:
+    a process killed while writing leaves the previous state, never half of one."""
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = json.loads(Path(path).read_text())
         yield state
-        f.seek(0)
-        f.truncate()
-        json.dump(state, f)
+        write_json(Path(path), state)
 
 
 def _alive(pid: str) -> bool:

@@ -125,7 +125,7 @@ class KeepBestWeights(TrainerCallback):
     trainer's ``load_best_model_at_end`` chooses) and put it back when training ends.
 
     The trainer's own way writes a checkpoint, weights and optimizer state, after every epoch and reads the
-    best one back: 7 s of an S4 epoch's 13 s at mBART-50's size on one H200.  The copy lives on the CPU, so
+    best one back: about 8 s of an S4 epoch's 12 s at mBART-50's size on one H200.  The copy lives on the CPU, so
     the GPU's peak does not grow; tied weights (mBART's shared embeddings) are copied once.
     """
 
