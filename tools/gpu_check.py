@@ -96,7 +96,8 @@ def dry_mode() -> Mode:
     """Every step at its smallest: the tiny profile's bundled sample, one epoch each, two points per sweep."""
     return Mode("dry", "tiny", "cpu", ["--out", "models/tiny"], ["ner.epochs=1", "generator.epochs=1",
                 "generation.rounds=1"], (2, 4), (4,), 4, (1, 2), ["ner.epochs=1"],
-                (1, 2), ["ner.epochs=1", "generator.epochs=1", "generation.rounds=1"], (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"])
+                (1, 2), ["ner.epochs=1", "generator.epochs=1", "generation.rounds=1"],
+                (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"])
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -195,10 +196,15 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
     return steps
 
 
+def stage_stamp(run_dir: Path, name: str) -> dict:
+    """The stamp of the stage ``name`` under ``run_dir`` (one setting there)."""
+    return json.loads(next(run_dir.rglob(f"{name}/_stage.json")).read_text())
+
+
 def tagger_epochs(run_dir: Path) -> Callable[[], dict]:
     """The S1 stamp's training facts: each epoch's seconds training, scoring dev and saving."""
     def collect() -> dict:
-        stamp = json.loads(next(run_dir.rglob("s1_ner/_stage.json")).read_text())
+        stamp = stage_stamp(run_dir, "s1_ner")
         return {"seconds": stamp["seconds"], "training": stamp["facts"]["training"],
                 "eval_batch_size": stamp["config"]["ner"]["eval_batch_size"]}
 
@@ -209,7 +215,7 @@ def stage_stamps(run_dir: Path, *names: str) -> Callable[[], dict]:
     """Each named stage's seconds and CUDA peak from its stamp: kept in the step's record, so that a lease
     that ends before the last pipeline step (which scales them all) still leaves the stages measured."""
     def collect() -> dict:
-        stamps = {name: json.loads(next(run_dir.rglob(f"{name}/_stage.json")).read_text()) for name in names}
+        stamps = {name: stage_stamp(run_dir, name) for name in names}
         return {"stages": {name: {"seconds": s["seconds"], **s.get("memory", {})} for name, s in stamps.items()}}
 
     return collect

@@ -55,10 +55,14 @@ def measured_peaks(run_dir: Path, profile: str) -> dict[str, int]:
     return peaks
 
 
+def paper_peak(stage: str) -> int:
+    """A stage's CUDA peak at paper size; the largest for a stage the GPU check did not measure."""
+    return PAPER_PEAKS_MB.get(stage, max(PAPER_PEAKS_MB.values()))
+
+
 def need_mb(stages: Iterable[str], measured: Mapping[str, int]) -> tuple[int, str]:
     """The largest peak among ``stages`` (measured, else at paper size) and which stage it is."""
-    largest = max(PAPER_PEAKS_MB.values())
-    peaks = {s: measured.get(s, PAPER_PEAKS_MB.get(s, largest)) for s in stages}
+    peaks = {s: measured.get(s, paper_peak(s)) for s in stages}
     stage = max(peaks, key=peaks.get)
     return peaks[stage], f"{stage}, " + ("measured here" if stage in measured else "at paper size (GPU check)")
 
@@ -80,10 +84,8 @@ def free_gpu_memory_mb() -> Optional[float]:
 
 def stage_needs(stages: Iterable[str], measured: Mapping[str, int]) -> dict[str, int]:
     """What each GPU stage among ``stages`` leases (MB): its peak times :data:`PROCESS_FACTOR`."""
-    largest = max(PAPER_PEAKS_MB.values())
-    peaks = {s: measured.get(s, PAPER_PEAKS_MB.get(s, largest)) for s in set(stages)}
-    return {s: round(p * PROCESS_FACTOR) for s, p in sorted(peaks.items())
-            if PAPER_PEAKS_MB.get(s, largest) >= GPU_STAGE_MB}
+    return {s: round(measured.get(s, paper_peak(s)) * PROCESS_FACTOR) for s in sorted(set(stages))
+            if paper_peak(s) >= GPU_STAGE_MB}
 
 
 def choose(stages: Iterable[str], run_dir: Path, profile: str, ledger: Optional[Path] = None) -> Packing:
