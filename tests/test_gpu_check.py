@@ -99,6 +99,7 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     summary = (tmp_path / "gpu-check.md").read_text()
     assert summary.startswith("## DRY RUN on the CPU") and "say nothing about a GPU" in summary
     assert "| s7_ner |" in summary and "| 4 | entities |" in summary and "| 2 | off |" in summary
+    assert "Table 1 (840 runs), one run at a time" in summary and "the other methods as ACLM runs " in summary
     epochs = records["pipeline-s0-s1"]["result"]["training"]["epoch_seconds"]       # the S1 epoch's split
     assert epochs and all(e["train"] > 0 and e["dev"] > 0 for e in epochs) and "| later, mean |" in summary
     scoring = records["dev-scoring"]["result"]["points"]

@@ -203,12 +203,11 @@ def test_best_in_memory_keeps_the_best_epochs_weights():
 
 def test_a_taggers_epochs_scale_with_the_warm_up_counted_once():
     """The S1 of the GPU check on one H100 (10 epochs of 100): the first epoch's 13 s of warm-up is paid once."""
-    from tools.stage_costs import tagger_seconds_at
+    from tools.stage_costs import tagger_parts
 
     epochs = [{"epoch": 1, "train": 13.0, "dev": 1.0, "save": 0.0}] + [
         {"epoch": i, "train": 1.6, "dev": 1.2, "save": 0.0} for i in range(2, 11)]
     measured = 20.0 + sum(e["train"] + e["dev"] for e in epochs)          # 20 s outside the epochs
-    assert tagger_seconds_at(100, measured, {"epoch_seconds": epochs}) == pytest.approx(20.0 + 11.2 + 100 * 2.8)
-    assert tagger_seconds_at(100, measured, {"epoch_seconds": epochs}, grow=6) == pytest.approx(
-        20.0 + 11.2 + 100 * (6 * 1.6 + 1.2))
-    assert tagger_seconds_at(100, 5.0, {"epoch_seconds": epochs[:1]}) is None      # one epoch: nothing to scale by
+    parts = tagger_parts(100, measured, {"epoch_seconds": epochs})
+    assert parts == pytest.approx({"once": 20.0 + 11.2, "train": 100 * 1.6, "dev": 100 * 1.2})
+    assert tagger_parts(100, 5.0, {"epoch_seconds": epochs[:1]}) is None      # one epoch: nothing to scale by

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -33,12 +34,15 @@ from aclm.experiments.grid import PRUNING, expand, load_grid
 from aclm.run import layout, outputs
 from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
+from aclm.run.gold import test_names
 from aclm.run.layout import RunLayout
 from aclm.run.naming import run_config
 from aclm.run.stages import facts, pruned_files, stamp
 from tools.epoch_times import later_epochs_mean
 
 A100_BF16_FLOPS = 312e12           # dense bf16 peak of the paper's GPU (NVIDIA A100)
+#: sentences in one official MultiCoNER v1 test set, the smallest and the largest language's (configs/datasets.yaml)
+OFFICIAL_TEST_SENTENCES = (130_000, 220_000)
 
 
 def matmul_flops(device: str, n: int = 2048, repeats: int = 5) -> float:
@@ -59,18 +63,20 @@ def sentences_of(data: Path, split: str) -> int:
     return facts(data)[split]
 
 
-def tagger_seconds_at(epochs_to: int, seconds: float, training: dict, grow: float = 1.0) -> Optional[float]:
-    """A tagger stage's seconds at ``epochs_to`` epochs from the epochs it measured (``epoch_seconds``): what
-    lies outside the epochs (loading, the final save) once, the first epoch's warm-up (CUDA kernels, the
-    allocator) once, every epoch at the mean of the later ones, its training pass times ``grow``.  None with
-    fewer than two epochs measured."""
+def tagger_parts(epochs_to: int, seconds: float, training: dict) -> Optional[dict[str, float]]:
+    """A tagger stage's seconds at ``epochs_to`` epochs from the epochs it measured (``epoch_seconds``), in
+    three parts: ``once`` (loading, the final save, the first epoch's warm-up of CUDA kernels and the
+    allocator), ``train`` (every epoch's training pass at the mean of the later ones: it grows with the
+    training set) and ``dev`` (every epoch's dev scoring and save: it does not).  None with fewer than two
+    epochs measured."""
     epochs = training.get("epoch_seconds") or []
     if len(epochs) < 2:
         return None
     spent = [e["train"] + e["dev"] + e.get("save", 0.0) for e in epochs]
     mean = later_epochs_mean(epochs)
     train, rest = mean["train"], mean["dev"] + mean["save"]
-    return seconds - sum(spent) + max(spent[0] - train - rest, 0.0) + epochs_to * (train * grow + rest)
+    return {"once": seconds - sum(spent) + max(spent[0] - train - rest, 0.0), "train": epochs_to * train,
+            "dev": epochs_to * rest}
 
 
 def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
@@ -84,8 +90,11 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     paper = load_config(["profile=paper", f"dataset={cfg.dataset}"])
     data, scores = done[layout.DATA], list(done.values())[-1]
     train, dev = sentences_of(data, "train"), sentences_of(data, "dev")
-    tested = sum(n for k, n in outputs.result(scores)["sizes"].items() if k.startswith("test:"))
-    per_scored = stamp(scores)["seconds"] / tested        # seconds per sentence the tagger scores
+    tests = [n for k, n in outputs.result(scores)["sizes"].items() if k.startswith("test:")]
+    tested = sum(tests)
+    per_scored = stamp(scores)["seconds"] / tested        # seconds per sentence the tagger scores, loading included
+    s1_epochs = facts(done[layout.S1]).get("training", {}).get("epoch_seconds") or []
+    rate = later_epochs_mean(s1_epochs)["dev"] / dev if len(s1_epochs) > 1 else per_scored   # without loading
     rows = []
     for name, path in done.items():
         record = stamp(path)
@@ -98,9 +107,10 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
             training = max(seconds - (epochs + 1) * dev_pass, 0.0) / epochs
             # the paper's S7 trains on gold + up to R x gold generations (all kept: an upper bound)
             grow = (1 + paper.generation.rounds) * train / built["train"] if name == layout.S7 else 1.0
-            measured = tagger_seconds_at(paper.ner.epochs, seconds, built.get("training", {}), grow)
-            row.update(unit="epoch", per_unit=seconds / epochs, paper_seconds=measured if measured is not None
-                       else paper.ner.epochs * (training * grow + dev_pass) + dev_pass)
+            parts = tagger_parts(paper.ner.epochs, seconds, built.get("training", {})) or {
+                "once": dev_pass, "train": paper.ner.epochs * training, "dev": paper.ner.epochs * dev_pass}
+            row.update(unit="epoch", per_unit=seconds / epochs, paper_parts=parts, grow=grow,
+                       paper_seconds=parts["once"] + parts["train"] * grow + parts["dev"])
         elif name == layout.S4:
             row.update(unit="epoch", per_unit=seconds / cfg.generator.epochs,
                        paper_seconds=seconds / cfg.generator.epochs * paper.generator.epochs)
@@ -108,7 +118,8 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
             row.update(unit="1k templates", per_unit=seconds / built["generated"] * 1000,
                        paper_seconds=seconds / built["generated"] * paper.generation.rounds * train)
         elif name in (layout.S1_EVAL, layout.S7_EVAL):
-            row.update(unit="1k test sent.", per_unit=per_scored * 1000, paper_seconds=seconds)
+            row.update(unit="1k test sent.", per_unit=per_scored * 1000, paper_seconds=seconds, scored=tested,
+                       test_sets=len(tests), score_rate=rate, score_once=max(seconds - tested * rate, 0.0))
         else:
             n = train + dev if name == layout.S2 else train
             row.update(unit="1k sentences", per_unit=seconds / n * 1000, paper_seconds=seconds)
@@ -116,35 +127,69 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     return rows
 
 
-def table1_estimate(rows: list[dict], gold: int) -> dict:
-    """GPU-free extrapolation of a full Table 1 from one ACLM setting of ``gold`` training sentences.
+def table1_estimate(rows: list[dict], gold: int, dev: int) -> dict:
+    """Table 1's device time from one ACLM setting of ``gold`` training and ``dev`` dev sentences, per method,
+    from ``low`` (S7 trains on gold alone, as S1) to ``high`` (on gold + R x gold generations, all kept).
 
-    Every stage but test scoring is scaled by the gold size, a tagger's dev passes included (an upper bound);
-    baselines cost S6 + S7 + an assumed share of ACLM's S4 + S5 (the method table's ``generation_cost``).
+    A cell's gold size scales what reads its gold sentences: a tagger's training passes, S2 (over gold and
+    dev), S3 to S6 (S4 whole, its fixed dev loss included: overcounted).  A tagger's loading, warm-up and
+    dev scorings do not grow, nor does test scoring, counted per test set the cell is scored on
+    (cross-lingual ones included) at this run's sentences per test set.  ``official_test_sets``: what
+    scoring the official MultiCoNER test sets instead (OFFICIAL_TEST_SENTENCES each) adds, low and high.
+    Baselines cost S6 + S7 + an assumed share of ACLM's S4 + S5 (the method table's ``generation_cost``).
     """
-    cost = {r["stage"]: r["paper_seconds"] for r in rows}
-    fixed = cost.get(layout.S1_EVAL, cost.get(layout.S7_EVAL, 0.0))
-    cells = expand(load_grid("table1"), "paper")
-    total, runs = 0.0, {}
-    for cell in cells:
-        scale = cell.gold / gold
-        runs[cell.method] = runs.get(cell.method, 0) + 1
+    cost = {r["stage"]: r for r in rows}
+    paper = {name: r["paper_seconds"] for name, r in cost.items()}
+    score = cost.get(layout.S7_EVAL) or cost[layout.S1_EVAL]
+    per_set = score["scored"] / score["test_sets"]
+
+    def tagger(stage: str, scale: float, grown: bool) -> float:
+        parts = cost[stage]["paper_parts"]
+        return parts["once"] + parts["dev"] + parts["train"] * scale * (cost[stage]["grow"] if grown else 1.0)
+
+    methods, scorings = {}, 0
+    for cell in expand(load_grid("table1"), "paper"):
+        scale, sets = cell.gold / gold, scored_test_sets(cell.dataset, cell.overrides)
+        scorings += sets
+        scoring = score["score_once"] + score["score_rate"] * per_set * sets
         if cell.method == layout.GOLD_ONLY:
-            total += cost[layout.S1] * scale + fixed
-            continue
-        generation = cost[layout.S4] + cost[layout.S5]
-        method = registry.get(cell.method)
-        if method.generation == "aclm":
-            own = cost[layout.S2] + cost[layout.S3] + generation
+            low = high = tagger(layout.S1, scale, grown=False) + scoring
         else:
-            own = method.generation_cost * generation
-        total += (own + cost[layout.S6] + cost[layout.S7]) * scale + fixed
-    return {"runs": runs, "seconds": total}
+            generation = paper[layout.S4] + paper[layout.S5]
+            method = registry.get(cell.method)
+            own = (paper[layout.S2] * (cell.gold + dev) / (gold + dev) + (paper[layout.S3] + generation) * scale
+                   if method.generation == "aclm" else method.generation_cost * generation * scale)
+            rest = own + paper[layout.S6] * scale + scoring
+            low, high = rest + tagger(layout.S7, scale, False), rest + tagger(layout.S7, scale, True)
+        sums = methods.setdefault(cell.method, {"runs": 0, "low": 0.0, "high": 0.0})
+        sums["runs"], sums["low"], sums["high"] = sums["runs"] + 1, sums["low"] + low, sums["high"] + high
+    return {"runs": {m: v["runs"] for m, v in methods.items()}, "methods": methods,
+            "low": sum(v["low"] for v in methods.values()), "high": sum(v["high"] for v in methods.values()),
+            "test_scorings": scorings, "sentences_per_test_set": per_set,
+            "official_test_sets": [score["score_rate"] * scorings * (n - per_set) for n in OFFICIAL_TEST_SENTENCES]}
+
+
+@lru_cache(maxsize=None)
+def scored_test_sets(dataset: str, overrides: tuple[str, ...]) -> int:
+    """How many test sets a Table 1 cell is scored on: its own and its ``test_datasets``."""
+    return len(test_names(load_config(["profile=paper", f"dataset={dataset}", *overrides])))
 
 
 def baseline_costs() -> dict[str, float]:
     """The assumed cost of each baseline's generation, as a share of ACLM's S4+S5 (none is measured here)."""
     return {m.name: m.generation_cost for m in registry.METHODS.values() if m.generation == "augment"}
+
+
+def table1_text(table1: dict) -> str:
+    """The Table 1 estimate in words, with what it assumes."""
+    official = " to ".join(fmt_seconds(t).strip() for t in table1["official_test_sets"])
+    return (f"Table 1 ({sum(table1['runs'].values())} runs: {table1['runs']}) at this speed, one run at a time: "
+            f"{fmt_seconds(table1['low']).strip()} if S7 trains on gold alone, {fmt_seconds(table1['high']).strip()} "
+            f"on gold + R x gold (every generation kept).\nA cell's gold size scales the taggers' training passes "
+            f"and S2 to S6 (S4 whole); loading, dev scoring and test scoring do not grow. Test scoring counts "
+            f"{table1['test_scorings']} test sets of {table1['sentences_per_test_set']:,.0f} sentences; the official "
+            f"MultiCoNER test sets ({' to '.join(f'{n:,}' for n in OFFICIAL_TEST_SENTENCES)} sentences each) add "
+            f"{official}. The baselines' generation costs {baseline_costs()} of ACLM's S4+S5.")
 
 
 def fmt_seconds(s: float) -> str:
@@ -183,22 +228,19 @@ def main() -> None:
     pipeline = sum(r["paper_seconds"] for r in rows)
     written = sum(r["bytes_written"] for r in rows)
     kept = sum(r["bytes_kept"] for r in rows)
-    table1 = table1_estimate(rows, sentences_of(done[layout.DATA], "train"))
+    table1 = table1_estimate(rows, sentences_of(done[layout.DATA], "train"), sentences_of(done[layout.DATA], "dev"))
     print(f"\none ACLM pipeline at the paper's epochs here: {fmt_seconds(pipeline).strip()} "
           f"(the paper: about 40 min on one A100)")
     print(f"bytes: {written / 1e9:.2f} GB written, {kept / 1e9:.2f} GB kept (storage.keep_models="
           f"{str(cfg.storage.keep_models).lower()})")
-    print(f"Table 1 ({sum(table1['runs'].values())} runs: {table1['runs']}) at this speed: "
-          f"{fmt_seconds(table1['seconds']).strip()}.\nAssumed: every stage's time but test scoring's grows "
-          f"with the gold size (a tagger's dev passes too: an upper bound); S7 trains on gold + R x gold sentences (every generation kept, an upper bound); the "
-          f"baselines' generation costs {baseline_costs()} of ACLM's S4+S5.")
+    print(table1_text(table1))
     flops = matmul_flops("cuda" if device.startswith("cuda") else "cpu")
     if not device.startswith("cuda"):
         scale = flops / A100_BF16_FLOPS
         print(f"FLOP-based GPU estimate (not measured): this CPU multiplies matrices at {flops / 1e9:.0f} GFLOP/s, "
               f"an A100 at {A100_BF16_FLOPS / 1e12:.0f} TFLOP/s (bf16 peak); if every stage kept the same share "
               f"of peak on both, one pipeline would take {pipeline * scale / 60:.1f} min and Table 1 "
-              f"{table1['seconds'] * scale / 3600:.0f} A100-hours.")
+              f"{table1['low'] * scale / 3600:.0f} to {table1['high'] * scale / 3600:.0f} A100-hours.")
     figures = {"profile": cfg.profile, "matmul_flops": flops, "dataset": cfg.dataset, "gold": cfg.gold, "device": device,
                "threads": torch.get_num_threads(), "stages": rows, "pipeline_paper_seconds": pipeline,
                "bytes_written": written, "bytes_kept": kept, "table1": table1}
