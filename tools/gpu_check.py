@@ -817,9 +817,11 @@ def table1_lines(records: dict, mode: Mode) -> list[str]:
     aclm = best_speedup([result(records, f"pack-aclm-{j}") for j in mode.shared_packing])
 
     def hours(end: str, packed: bool) -> float:
-        speedup = {"gold_only": gold[1] if gold and packed else 1.0}
-        return sum(v[end] / speedup.get(m, aclm[1] if aclm and packed else 1.0)
-                   for m, v in table1["methods"].items()) / 3600
+        total = 0.0
+        for method, sums in table1["methods"].items():
+            best = gold if method == "gold_only" else aclm
+            total += sums[end] / (best[1] if packed and best else 1.0)
+        return total / 3600
 
     def packing(what: str, best: Optional[tuple[int, float]]) -> str:
         return f"{what} {best[0]} at once: {best[1]:.2f}x" if best else f"{what} one at a time (not measured here)"
