@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -122,14 +123,15 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert again.returncode == 0 and again.stdout.count("done earlier") == len(records), again.stderr[-2000:]
 
 
-def test_the_bundle_holds_flair_the_pinned_transformers_and_the_data_within_64_mib(gpu_check, tmp_path):
+def test_the_bundle_holds_flair_the_pinned_transformers_and_the_data_within_64_mib(gpu_check, shared_data, tmp_path):
     probe = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(tmp_path),
                             "six==1.17.0"], capture_output=True, text=True, timeout=300)
     if probe.returncode != 0:
         pytest.skip(f"no package index reachable (pip download: {probe.stderr.strip()[-200:]})")
     out = tmp_path / "gpu-bundle"
     done = subprocess.run([sys.executable, str(SCRIPT), "bundle", "--out", str(out), "--python-version", "3.12"],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, "ACLM_DATA_DIR": str(shared_data)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["bytes"] <= 64 * 2**20
