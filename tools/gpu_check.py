@@ -798,12 +798,16 @@ def pipeline_lines(records: dict, mode: Mode) -> list[str]:
     return lines
 
 
+def speedups(packs: list[dict]) -> dict[int, float]:
+    """Runs per hour at each measured number of runs at once, against one run alone; empty without that run."""
+    packs = [p for p in packs if p]
+    base = next((p["runs_per_hour"] for p in packs if p["jobs"] == 1), None)
+    return {p["jobs"]: p["runs_per_hour"] / base for p in packs} if base else {}
+
+
 def best_speedup(packs: list[dict]) -> Optional[tuple[int, float]]:
-    """(runs at once, runs per hour against one at a time) of the best measured packing; None without one run
-    alone to compare with."""
-    base = next((p["runs_per_hour"] for p in packs if p and p["jobs"] == 1), None)
-    ratios = [(p["jobs"], p["runs_per_hour"] / base) for p in packs if p and base]
-    return max(ratios, key=lambda jr: jr[1]) if ratios else None
+    """(runs at once, speed-up) of the best measured packing; None without one run alone to compare with."""
+    return max(speedups(packs).items(), key=lambda jr: jr[1], default=None)
 
 
 def table1_lines(records: dict, mode: Mode) -> list[str]:
@@ -857,12 +861,12 @@ def pack_lines(packs: list[dict], what: str) -> list[str]:
     packs = [p for p in packs if p]
     if not packs:
         return []
-    base = next((p["runs_per_hour"] for p in packs if p["jobs"] == 1), None)
+    ratios = speedups(packs)
     lines = ["", f"### Runs packed on one GPU (`make -j N`: {what}, from scratch)", "",
              "| runs at once | wall s | runs/h | speed-up | GPU memory in use MB | S1 CUDA peak MB per run |",
              "|---|---|---|---|---|---|"]
     for p in packs:
-        speedup = fmt(p["runs_per_hour"] / base, ".2f") if base else "-"
+        speedup = fmt(ratios.get(p["jobs"]), ".2f")
         peaks = ", ".join(fmt(s.get("cuda_peak_mb")) for s in p["s1"])
         lines.append(f"| {p['jobs']} | {p['wall_s']:.0f} | {p['runs_per_hour']:.1f} | {speedup} | "
                      f"{fmt(p['gpu_memory_used_mb'])} | {peaks} |")
