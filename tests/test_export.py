@@ -60,3 +60,18 @@ def test_export_copies_each_cell_and_writes_an_index_datasets_loads(tmp_path):
     assert "Paper: the official MultiCoNER v1 test sets" in card                  # which test set each side used
     with tarfile.open(tmp_path / "exports" / "tiny" / "table1.tar.gz") as packed:
         assert "table1/index.jsonl" in packed.getnames()
+
+
+def test_a_stale_result_is_exported_as_missing_as_its_table_reads_it(tmp_path):
+    from aclm.tables.export import export_table
+
+    fake_runs(tmp_path / "runs")
+    grid = load_grid("table1")
+    cells = selected_cells(grid, selection([*SLICE, f"run_dir={tmp_path / 'runs'}"]))
+    gold_only = next(c for c in cells if c.method == "gold_only")
+    (gold_only.result_path.parent / "_stage.json").write_text(json.dumps({"fingerprint": "made by other code"}))
+    root = export_table(grid, cells, "tiny", tmp_path / "exports")
+    rows = {json.loads(line)["method"]: json.loads(line) for line in (root / "index.jsonl").read_text().splitlines()}
+    assert rows["gold_only"]["status"] == "missing" and "is stale" in rows["gold_only"]["error"]
+    assert rows["gold_only"]["f1"] is None and rows["lwtr"]["status"] == "ok"
+    assert "1 of 3 cells ran" in (root / "README.md").read_text()

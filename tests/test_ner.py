@@ -55,3 +55,20 @@ def test_mixed_precision_follows_ner_use_amp(monkeypatch):
         load_config(["ner.use_amp=sometimes"])
     s1_reads = ("ner", "seed")                                        # S1 and S7 fingerprint it
     assert hashed(view(load_config(["ner.use_amp=false"]), s1_reads)) != hashed(view(load_config(), s1_reads))
+
+
+def test_a_result_says_which_of_its_taggers_learned_nothing(tmp_path):
+    """Under ner.on_no_learning=warn a run goes on past a tagger with dev F1 0; its scores say so."""
+    import json
+
+    from aclm.run import layout
+    from aclm.run.tagging import learned_nothing
+
+    chain = {}
+    for name, dev_f1 in ((layout.DATA, None), (layout.S1, 0.0), (layout.S7, 31.5)):
+        chain[name] = tmp_path / name
+        chain[name].mkdir()
+        (chain[name] / "_stage.json").write_text(json.dumps({"facts": {"dev_f1": dev_f1}}))
+    assert learned_nothing(chain) == ["S1's tagger learned nothing (dev F1 0; ner.on_no_learning=warn let the run "
+                                      "finish)"]
+    assert learned_nothing({layout.S1: chain[layout.S7]}) == []

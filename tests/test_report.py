@@ -51,10 +51,19 @@ SCORES = {
 }
 
 
+# Seed 3 ran with uncommitted changes; ACLM's first seed at 100 finished with S6's warning, LwTR's second
+# with a tagger that learned nothing (dev F1 0, which results from before the scoring stage said so record only).
+WARNED = {(100, "aclm", 1): {"warnings": ["S6 kept none of the augmentations: S7 is Gold-only's tagger"]},
+          (100, "lwtr", 2): {"dev_f1": 0.0}}
+
+
 def write_result(cell: Cell, en: float, hi: float) -> None:
     cell.result_path.parent.mkdir(parents=True, exist_ok=True)
+    checkout = {"commit": "c0ffee1" + "0" * 33, "dirty": cell.seed == 3, "diff_sha256": "d1ff000" + "f" * 57}
     cell.result_path.write_text(json.dumps({"method": cell.method, "seed": cell.seed, "f1": en,
-                                            "test": {"multiconer/en": {"f1": en}, "multiconer/hi": {"f1": hi}}}))
+                                            "test": {"multiconer/en": {"f1": en}, "multiconer/hi": {"f1": hi}},
+                                            "checkout": checkout, "config_hash": f"hash-{cell.method}",
+                                            **WARNED.get((cell.gold, cell.method, cell.seed), {})}))
 
 
 def write_failed(cell: Cell, error: str) -> None:
@@ -122,6 +131,34 @@ def test_a_failed_cell_shows_its_error(table):
     wide = report.table.set_index(["gold", "method"])
     assert wide.loc[("200", "LwTR"), "en"] == "FAILED: RuntimeError: CUDA out of memory (52.88)"
     assert "RuntimeError: CUDA out of memory" in report.markdown
+
+
+def test_every_failed_run_is_listed_not_each_error_once(table):
+    _, report = table
+    assert "runs failed 3, missing 12" in report.markdown   # LwTR at 200 failed; 500 never ran, nor 3 seeds at 200
+    for seed in (1, 2, 3):
+        assert f"- 200 LwTR en seed {seed}: RuntimeError: CUDA out of memory" in report.markdown
+    assert "200 LwTR avg seed" not in report.markdown            # a derived column repeats no run
+
+
+def test_a_seed_that_finished_with_a_warning_counts_and_is_marked(table):
+    _, report = table
+    aclm, lwtr = entry(report, "100", "aclm", "en"), entry(report, "100", "lwtr", "en")
+    assert (aclm["n"], aclm["warned"], lwtr["n"], lwtr["warned"]) == (3, 1, 3, 1)
+    assert entry_text(aclm) == "32.00 ± 2.65 (48.76; -16.76) [warned: 1]"
+    assert entry(report, "100", "gold_only", "en")["warned"] == 0
+    assert "- 100 ACLM en seed 1: S6 kept none of the augmentations" in report.markdown
+    assert "- 100 LwTR en seed 2: its tagger learned nothing (dev F1 0)" in report.markdown
+
+
+def test_the_report_names_the_code_that_made_each_entry(table, tmp_path):
+    grid, report = table
+    assert "Code: c0ffee1 (9 runs), c0ffee1+d1ff000 (3 runs)" in report.markdown
+    write_report(report, grid, tmp_path / "results")
+    csv = pd.read_csv(tmp_path / "results" / "toy.csv", dtype={"gold": str}).set_index(["gold", "method_id", "column"])
+    assert csv.loc[("100", "aclm", "en"), "commits"] == "c0ffee1, c0ffee1+d1ff000"
+    assert csv.loc[("200", "aclm", "en"), "commits"] == "c0ffee1"
+    assert csv.loc[("100", "aclm", "en"), "config_hashes"] == "hash-aclm"
 
 
 def test_different_seed_counts_per_cell_show_n(table):
@@ -422,6 +459,31 @@ def test_a_paper_grid_stands_beside_the_runs_that_are_its_cells(any_runs, tmp_pa
     assert wide.loc["ACLM", "multiconer/en gold100 → multiconer/hi"] == "22.00 ± 1.00 (32.52; -10.52)"
     assert wide.loc["ACLM", "multiconer/de gold300"].endswith("(—)")    # German at 300 is no cell of the grid
     assert wide.loc["DAGA", "multiconer/de gold300"] == "FAILED: RuntimeError: CUDA out of memory (—)"
+
+
+def test_a_copy_of_a_run_is_an_error_not_a_fourth_seed(any_runs, tmp_path):
+    import shutil
+
+    from aclm.tables.tabulate import TabulateError, tabulate
+
+    seed1 = any_runs / "tiny" / "multiconer" / "de" / "gold300" / "seed1" / "aclm"
+    shutil.copytree(seed1, tmp_path / "elsewhere" / "tiny" / "multiconer" / "de" / "gold300" / "seed1" / "aclm")
+    with pytest.raises(TabulateError, match=r"have seed 1: .*seed1/aclm/s7_eval and .*seed1/aclm/s7_eval"):
+        tabulate([str(any_runs), str(tmp_path / "elsewhere")])
+    (_, report), _ = tabulate([str(tmp_path / "elsewhere")])        # either alone is a table
+    assert report.table.set_index("method").loc["ACLM", "multiconer/de gold300"] == "45.00"
+
+
+def test_the_paper_stands_beside_runs_on_the_official_test_sets_too(tmp_path):
+    from aclm.tables.tabulate import tabulate
+
+    for dataset in ("multiconer/en", "multiconer_official/en"):
+        for seed in (1, 2):
+            write_run(tmp_path / "runs", dataset, 100, "gold_only", seed, 40 + seed)
+    (_, report), _ = tabulate([str(tmp_path / "runs")], "table1")
+    wide = report.table.set_index("method")
+    assert wide.loc["Gold-only", "multiconer_official/en gold100"] == "41.50 ± 0.71 (29.36; +12.14)"
+    assert wide.loc["Gold-only", "multiconer/en gold100"] == "41.50 ± 0.71 (29.36; +12.14)"
 
 
 def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):

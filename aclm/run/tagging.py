@@ -75,6 +75,15 @@ def chain_record(chain: Mapping[str, Path]) -> tuple[dict, dict]:
     return to_dict(config), timings
 
 
+def learned_nothing(chain: Mapping[str, Path]) -> list[str]:
+    """A warning for each tagger of the chain that learned nothing (dev F1 0), which only
+    ``ner.on_no_learning=warn`` lets a run go past: S1's makes ACLM's keywords and S6's filter meaningless."""
+    taggers = {layout.S1: "S1", layout.S7: "S7"}
+    return [f"{name}'s tagger learned nothing (dev F1 0; ner.on_no_learning=warn let the run finish)"
+            for stage_name, name in taggers.items()
+            if stage_name in chain and outputs.tagger_facts(chain[stage_name]).get("dev_f1") == 0]
+
+
 EVAL_READS = ("method", "variant", "setting_variant", "profile", "dataset", "gold", "seed", "test_datasets",
               "ner.eval_batch_size")
 
@@ -117,7 +126,7 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
         "sizes": {"gold": outputs.gold_size(chain[layout.DATA]), "train": trained["train"], "dev": trained["dev"],
                   **{f"test:{k}": len(v) for k, v in tests.items()}},
         **({"augmentation": report} if report else {}),
-        "warnings": [report["warning"]] if report and "warning" in report else [],
+        "warnings": ([report["warning"]] if report and "warning" in report else []) + learned_nothing(chain),
         "config": config, "config_hash": config_hash(config),
         "checkout": checkout(),
         "versions": library_versions(),

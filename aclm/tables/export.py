@@ -20,10 +20,10 @@ import shutil
 from pathlib import Path
 from typing import Optional, Sequence
 
-from aclm.base.io import atomic_write_text, read_json
-from aclm.experiments.grid import Cell, Grid, failure
+from aclm.base.io import atomic_write_text
+from aclm.experiments.grid import Cell, Grid
 from aclm.run import layout
-from aclm.tables.report import method_id, test_sets
+from aclm.tables.report import OK, method_id, run_status, test_sets
 
 #: The same fields on every index line, so that a datasets.Dataset gets one schema.
 FIELDS = ("table", "profile", "dataset", "gold", "seed", "method", "variant", "status", "error", "f1",
@@ -51,9 +51,9 @@ def export_cell(grid: Grid, cell: Cell, profile: str, root: Path) -> dict:
     line: dict = dict.fromkeys(FIELDS)
     line.update(table=grid.name, profile=profile, dataset=cell.dataset, gold=str(cell.gold), seed=cell.seed,
                 method=cell.method, variant=cell.variant, predictions=[])
-    if not cell.result_path.exists():
-        failed = cell.failed_path.exists()
-        line.update(status="failed" if failed else "missing", error=failure(cell.failed_path) if failed else None)
+    status, result, error = run_status(cell)      # as the cell's table reads it: a stale result is missing
+    if status != OK:
+        line.update(status=status, error=error)
         return line
     target = root / folder
     copies = {"gold_train": (here.stage(layout.DATA) / layout.gold_file("train"), "gold/train.conll"),
@@ -68,7 +68,6 @@ def export_cell(grid: Grid, cell: Cell, profile: str, root: Path) -> dict:
     for predictions in sorted((cell.result_path.parent / layout.PREDICTIONS).glob("*.conll")):
         line["predictions"].append(_copy(predictions, target / layout.PREDICTIONS / predictions.name,
                                          folder / layout.PREDICTIONS / predictions.name))
-    result = read_json(cell.result_path)
     checkout = result.get("checkout") or {}
     line.update(status="ok", f1=result["f1"], folder=str(folder), commit=checkout.get("commit"),
                 dirty=checkout.get("dirty"))
@@ -92,7 +91,7 @@ def card(grid: Grid, cells: Sequence[Cell], profile: str, lines: Sequence[dict])
     not_done = [f"- {line['method']}{'@' + line['variant'] if line['variant'] else ''} on {line['dataset']}, gold "
                 f"{line['gold']}, seed {line['seed']}: {line['status']}{': ' + line['error'] if line['error'] else ''}"
                 for line in lines if line["status"] != "ok"]
-    ran = [cell for cell in cells if cell.result_path.exists()]
+    ran = [cell for cell, line in zip(cells, lines) if line["status"] == "ok"]
     return "\n".join([
         f"# {grid.title}: the runs' artifacts", "",
         f"Profile `{profile}`; {len(done)} of {len(lines)} cells ran. Made by `scripts/export_table.py "

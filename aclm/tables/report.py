@@ -6,7 +6,10 @@ which value of result.json fills which column.  A table entry aggregates the
 seeds of one (row, column):
 
 * ``ok``      at least one seed has a value: ``mean ± std (paper; ours - paper)``,
-  with ``[n=k]`` when fewer seeds than asked for are in;
+  with ``[n=k]`` when fewer seeds than asked for are in, and ``[warned: k]``
+  when k of its seeds finished with a warning in their result (a tagger that
+  learned nothing, an S6 that kept nothing): they count, and the report
+  lists what they say;
 * ``failed``  no value, and a run (or the S1 / ACLM run it needs) left
   ``failed.json``: shown with its error;
 * ``missing`` no value and no failure: ``—``.
@@ -15,7 +18,9 @@ A grid with ``average_datasets`` (Tables 10 and 11: "averaged across all 10
 languages") first averages each seed's values over the grid's datasets; a
 seed counts only when every dataset has its value.
 
-Every report names the test sets each side scored on: the paper's (the
+Every report names the code its runs ran (each result's commit, and the
+digest of its uncommitted changes; the CSV per entry, with the config
+hashes) and the test sets each side scored on: the paper's (the
 grid's ``reference.test_set``) and ours (each dataset's registered test file
 with the sentence count its runs recorded, and for MultiCoNER whether those
 are the data folder's held-out slices or the official test sets, as the runs'
@@ -53,8 +58,12 @@ from aclm.tables.perplexity import perplexity
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
 DASH = "—"
-RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error")
-ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff")
+RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error", "warning", "code",
+               "config_hash")
+ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff", "warned", "commits",
+                 "config_hashes")
+#: how a result in a table names the code that made it: a commit, and the digest of uncommitted changes
+UNCOMMITTED = "+"
 
 
 class Run(Protocol):
@@ -115,6 +124,29 @@ def method_id(cell: Run) -> str:
     return f"{cell.method}@{cell.sweep}" if cell.sweep else cell.method
 
 
+def warning_of(result: dict) -> Optional[str]:
+    """What a finished run's result says is wrong with it: its warnings, and a tagger that learned nothing
+    (dev F1 0), which results written before the scoring stage recorded it say only by their ``dev_f1``."""
+    found = [str(w) for w in result.get("warnings") or []]
+    if result.get("dev_f1") == 0 and not any("learned nothing" in w for w in found):
+        found.append("its tagger learned nothing (dev F1 0)")
+    return "; ".join(found) or None
+
+
+def code_of(result: dict) -> str:
+    """The code a result was made by: its commit (7 digits), then ``+`` and 7 digits of the digest of the
+    uncommitted changes when the tree had some."""
+    checkout = result.get("checkout") or {}
+    commit = str(checkout.get("commit") or "")[:7] or "not recorded"
+    return commit + (f"{UNCOMMITTED}{str(checkout.get('diff_sha256') or '?')[:7]}" if checkout.get("dirty") else "")
+
+
+def joined(values) -> Optional[str]:
+    """The distinct non-empty values, sorted, comma-separated; None when there are none."""
+    found = sorted({str(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))})
+    return ", ".join(found) or None
+
+
 def template_fields(grid: Grid, cell: Run) -> dict:
     name = grid.method_names.get(method_id(cell), grid.method_names.get(cell.method, cell.method))
     return {"gold": cell.gold, "method": cell.method, "method_name": name, "profile": getattr(cell, "profile", ""),
@@ -132,6 +164,8 @@ def collect(grid: Grid, cells: Sequence[Run], perplexity_fn: Optional[Perplexity
         status, result, error = status_fn(cell)
         fields = template_fields(grid, cell)
         index = {k: t.format(**fields) for k, t in grid.index.items()}
+        made = ({"warning": warning_of(result), "code": code_of(result), "config_hash": result.get("config_hash")}
+                if result is not None else {})
         for column, path in grid.blocks[cell.block].columns.items():
             value, row_status, row_error = None, status, error
             if result is not None:
@@ -139,7 +173,8 @@ def collect(grid: Grid, cells: Sequence[Run], perplexity_fn: Optional[Perplexity
                 if value is None:
                     row_status, row_error = MISSING, f"{cell.result_path} has no {path}"
             rows.append({**index, "column": column.format(**fields), "method_id": method_id(cell), "seed": cell.seed,
-                         "run_dataset": cell.dataset, "score": value, "status": row_status, "error": row_error})
+                         "run_dataset": cell.dataset, "score": value, "status": row_status, "error": row_error,
+                         **made})
     long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
     if grid.average_datasets:
         long = average_datasets(long, grid)
@@ -147,12 +182,14 @@ def collect(grid: Grid, cells: Sequence[Run], perplexity_fn: Optional[Perplexity
 
 
 def combined(parts: pd.DataFrame) -> dict:
-    """The mean of ``parts``' scores when all are ok; else failed (any failed) or missing, with the first error."""
+    """The mean of ``parts``' scores when all are ok; else failed (any failed) or missing, with the first error.
+    Their warnings, code and config hashes go along."""
     states = set(parts["status"])
     status = OK if states == {OK} else FAILED if FAILED in states else MISSING
     errors = parts["error"].dropna()
     return {"score": parts["score"].mean() if status == OK else None, "status": status,
-            "error": None if status == OK else (errors.iloc[0] if len(errors) else None)}
+            "error": None if status == OK else (errors.iloc[0] if len(errors) else None),
+            **{key: joined(parts[key]) for key in ("warning", "code", "config_hash")}}
 
 
 def average_datasets(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -216,7 +253,9 @@ def summarize(long: pd.DataFrame, grid: Grid, reference: Optional[pd.DataFrame] 
                     "mean": sum(values) / n if n else math.nan,
                     "std": pd.Series(values).std(ddof=1) if n >= 2 else math.nan,
                     "status": status, "error": errors.iloc[0] if len(errors) else None,
-                    "seeds": ",".join(str(s) for s in ok["seed"]), "values": values})
+                    "seeds": ",".join(str(s) for s in ok["seed"]), "values": values,
+                    "warned": int(ok["warning"].notna().sum()), "commits": joined(ok["code"]),
+                    "config_hashes": joined(ok["config_hash"])})
     summary = pd.DataFrame(out)
     if reference is not None and len(summary):
         summary = summary.merge(reference, on=[*grid.index, "column"], how="left")
@@ -273,7 +312,7 @@ def shorten(text: str, width: int = 60) -> str:
 
 
 def entry_text(row: pd.Series, with_paper: bool = True) -> str:
-    """``mean ± std (paper; diff) [n=k]``, ``FAILED: error (paper)`` or ``— (paper)``; without the
+    """``mean ± std (paper; diff) [n=k] [warned: k]``, ``FAILED: error (paper)`` or ``— (paper)``; without the
     parenthesis when no paper stands beside."""
     ok = row["status"] == OK
     paper = ""
@@ -283,7 +322,8 @@ def entry_text(row: pd.Series, with_paper: bool = True) -> str:
     if ok:
         ours = _num(row["mean"]) + (f" ± {row['std']:.2f}" if row["n"] >= 2 else "")
         count = f" [n={row['n']}]" if row["n"] != row["expected"] else ""
-        return f"{ours}{paper}{count}"
+        warned = f" [warned: {row['warned']}]" if row.get("warned") else ""
+        return f"{ours}{paper}{count}{warned}"
     if row["status"] == FAILED:
         return f"FAILED: {shorten(row['error'])}{paper}"
     return f"{DASH}{paper}"
@@ -367,7 +407,7 @@ def plot(summary: pd.DataFrame, grid: Grid, path: Path) -> Optional[Path]:
             label = " ".join(name) if isinstance(name, tuple) else str(name)
             g = g.assign(pos=g[x_key].map(position)).sort_values("pos")
             have = g[g["n"] > 0]
-            ax.errorbar(have["pos"], have["mean"], yerr=have["std"].fillna(0), color=color, marker="o",
+            ax.errorbar(have["pos"], have["mean"], yerr=have["std"], color=color, marker="o",   # 1 seed: no bar
                         capsize=3, label=label)
             ax.plot(g["pos"], g["paper"], color=color, linestyle="--", marker="x", alpha=0.6)
         ax.set_title(y)
@@ -484,25 +524,51 @@ def averaging_note(grid: Grid, cells: Sequence[Run]) -> list[str]:
             f"a seed counts only when all of them have a value."]
 
 
+def code_notes(long: pd.DataFrame, grid: Grid) -> list[str]:
+    """Which code made the results: each commit (and digest of uncommitted changes) with its count of runs; the
+    CSV says it per entry."""
+    ran = long[long["status"] == OK].drop_duplicates([*grid.index, "method_id", "seed", "run_dataset"])
+    if ran.empty:
+        return []
+    counts = ran["code"].fillna("not recorded").value_counts().sort_index()
+    return ["Code: " + ", ".join(f"{code} ({n} run{'s' * (n != 1)})" for code, n in counts.items())
+            + (f" ({UNCOMMITTED}: the digest of a run's uncommitted changes)"
+               if any(UNCOMMITTED in code for code in counts.index) else "")
+            + "; each entry's in the CSV (commits, config_hashes)."]
+
+
+def run_lines(rows: pd.DataFrame, grid: Grid, text: str) -> list[str]:
+    """One line per run and message: ``<row> <column> seed <s>: <message>``; a message shared by every column
+    of a run is said once, under its first column."""
+    rows = rows.drop_duplicates([*grid.index, "method_id", "seed", "run_dataset", text])
+    return [f"- {' '.join(str(r[k]) for k in grid.index)} {r['column']} seed {r['seed']}: {shorten(r[text], 300)}"
+            for _, r in rows.iterrows()]
+
+
 def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.DataFrame, long: pd.DataFrame,
                     notes: Optional[list[str]] = None) -> str:
     counts = summary.groupby("status").size().to_dict()
+    long = long[~long["column"].isin(grid.derived)]        # a derived column repeats its parts' runs
+    runs = long.drop_duplicates([*grid.index, "method_id", "seed", "run_dataset"]).groupby("status").size().to_dict()
     entry = "ours mean ± std over seeds (paper; ours − paper)" if has_paper(grid) else "mean ± std over seeds"
     lines = [f"## {grid.title}", "",
              f"Profile `{profile}`; entries ok {counts.get(OK, 0)}, failed {counts.get(FAILED, 0)}, "
-             f"missing {counts.get(MISSING, 0)}. Entry: {entry}, "
-             f"[n=k] when only k of the seeds asked for are in; {DASH} missing."]
+             f"missing {counts.get(MISSING, 0)}; runs failed {runs.get(FAILED, 0)}, missing {runs.get(MISSING, 0)}. "
+             f"Entry: {entry}, [n=k] when only k of the seeds asked for are in, [warned: k] when k of them finished "
+             f"with a warning (below); {DASH} missing."]
     if grid.compare:
         lines.append("p: two-sided Welch's t-test of the compared method against the baseline with the highest "
                      "mean in that column and group (n/a: fewer than 2 seeds on a side).")
     lines += ["", markdown_table(table)]
+    notes = [*(notes or []), *code_notes(long, grid)]
     if notes:
         lines += ["", *notes]
-    failures = long[(long["status"] != OK) & long["error"].notna()].drop_duplicates(["error"])
+    warned = long[(long["status"] == OK) & long["warning"].notna()]
+    if len(warned):
+        lines += ["", "Warnings (the runs finished and count in their entries):", *run_lines(warned, grid, "warning")]
+    failures = long[(long["status"] != OK) & long["error"].notna()]
     if len(failures):
-        lines += ["", "Failures and gaps:"]
-        lines += [f"- {' '.join(str(r[k]) for k in grid.index)} {r['column']} seed {r['seed']}: "
-                  f"{shorten(r['error'], 300)}" for _, r in failures.iterrows()]
+        lines += ["", "Failures and gaps:", *run_lines(failures, grid, "error")]
     return "\n".join(lines) + "\n"
 
 

@@ -58,7 +58,7 @@ from aclm.base.config import flatten
 from aclm.base.io import read_json
 from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
-from aclm.experiments.grid import Block, GoldSize, Grid, expand, failure, load_grid
+from aclm.experiments.grid import Block, GoldSize, Grid, expand, failure, load_grid, with_test_set
 from aclm.run import outputs
 from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
 from aclm.tables.report import FAILED as FAILED_STATUS
@@ -259,12 +259,27 @@ def labelled(runs: list[FoundRun]) -> list[FoundRun]:
     for members in buckets.values():
         configs = {run.settings: dict(run.settings) for run in members if run.settings is not None}
         entries = [entry_of(run, configs) for run in members]
+        check_one_run_per_seed(members, entries)
         labels = entry_labels(sorted(set(entries), key=natural))
         for run, entry in zip(members, entries):
             label = "; ".join(part for part in (run.setting_variant, labels[entry]) if part)
             settings = entry[1] if entry[0] == "config" else run.settings
             out.append(replace(run, label=label, settings=settings))
     return out
+
+
+def check_one_run_per_seed(runs: Sequence[FoundRun], entries: Sequence[tuple]) -> None:
+    """A seed counts once in an entry's mean: two runs of one entry and seed (copies of a run under two run
+    folders, say) are an error that names both, not two seeds."""
+    seen: dict[tuple, FoundRun] = {}
+    for run, entry in zip(runs, entries):
+        first = seen.setdefault((entry, run.seed), run)
+        if first is not run:
+            raise TabulateError(
+                f"two runs of one entry ({run.profile}, {run.dataset}, gold {run.gold}, "
+                f"{run.method}{'@' + run.variant if run.variant else ''}) have seed {run.seed}: "
+                f"{first.result_path.parent} and {run.result_path.parent}; a seed counts once in a mean: "
+                f"name the runs of one of them only (a narrower path or glob)")
 
 
 def natural(value: Any) -> tuple:
@@ -383,19 +398,20 @@ def paper_numbers(paper: Grid, grid: Grid, runs: Sequence[FoundRun], root: Path 
     reference, _ = read_reference(paper, root)
     numbers = {tuple(row[[*paper.index, "column"]]): row["paper"] for _, row in reference.iterrows()}
     cells = {}
-    for profile in sorted({run.profile for run in runs}):
-        for cell in expand(paper, profile):
-            cells.setdefault((profile, cell.dataset, str(cell.gold), cell.method, cell.variant), cell)
+    for form in (paper, with_test_set(paper, "official")):    # runs on the slices, or on the official test sets
+        for profile in sorted({run.profile for run in runs}):
+            for cell in expand(form, profile):
+                cells.setdefault((profile, cell.dataset, str(cell.gold), cell.method, cell.variant), (form, cell))
     rows = []
     for run in runs:
-        cell = cells.get((run.profile, run.dataset, str(run.gold), run.method, run.variant))
+        form, cell = cells.get((run.profile, run.dataset, str(run.gold), run.method, run.variant), (None, None))
         if cell is None:
             continue
         theirs, ours = template_fields(paper, cell), template_fields(grid, run)
         index = {key: template.format(**ours) for key, template in grid.index.items()}
         our_column = {path: column.format(**ours) for column, path in grid.blocks[run.block].columns.items()}
         key = tuple(template.format(**theirs) for template in paper.index.values())
-        for column, path in paper.blocks[cell.block].columns.items():
+        for column, path in form.blocks[cell.block].columns.items():
             if path in our_column:
                 rows.append({**index, "column": our_column[path],
                              "paper": numbers.get((*key, column.format(**theirs)), math.nan)})
