@@ -167,3 +167,42 @@ def test_editing_a_step_module_reruns_its_stage_and_those_after_it_only(tiny_mod
     assert planned["s1_ner"] == "current" and planned["data"] == "current"
     assert planned["s2_keywords"] == "would run: code changed: aclm.steps.keywords"
     assert planned["s7_eval"] == "would run: after s2_keywords"
+
+
+# --- what a stage reads beyond its config, inputs and code ----------------------------------------------------
+
+def test_weights_rebuilt_under_an_unchanged_model_name_rerun_the_stages_reading_them(fast, tmp_path):
+    encoder = tmp_path / "encoder"                   # a name that stays, as models/mini does across rebuilds
+    encoder.symlink_to(PROJECT_ROOT / "models" / "tiny" / "xlm-roberta")
+    cfg = fast(tmp_path / "runs", "method=gold_only", f"ner.model={encoder}")
+    run_method(cfg)
+    assert all(state == "current" for _, state in plan(cfg))
+    rebuilt = tmp_path / "rebuilt"
+    shutil.copytree(encoder, rebuilt, copy_function=shutil.copy)     # the same files written again: new times
+    encoder.unlink()
+    encoder.symlink_to(rebuilt)
+    states = dict(plan(cfg))
+    assert states[layout.DATA] == "current" and "changed: model ner.model" in states[layout.S1]
+
+
+def test_an_edited_dataset_entry_reruns_the_gold_sample(fast, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from aclm.run import gold
+
+    cfg = fast(tmp_path, "method=gold_only", "dataset=sample/en", "gold=full")
+    run_method(cfg)
+    spec = gold.get_spec("sample/en")
+    monkeypatch.setattr(gold, "get_spec", lambda name: replace(spec, language="de") if name == "sample/en"
+                        else spec)                    # configs/datasets.yaml now says sample/en is German
+    assert "changed: dataset sample/en" in dict(plan(cfg))[layout.DATA]
+
+
+def test_code_edited_while_a_stage_runs_is_never_stamped(fast, tmp_path, monkeypatch):
+    from aclm.run.stages import CodeEdited
+
+    cfg = fast(tmp_path, "method=gold_only")
+    monkeypatch.setattr(provenance, "LOADED_NS", 0)   # every project file now reads as edited since loading
+    with pytest.raises(CodeEdited, match=r"aclm/run/gold.py.* changed on disk while this process ran it"):
+        run_method(cfg)
+    assert not list(tmp_path.rglob(STAMP))

@@ -37,8 +37,26 @@ def dataset_files(cfg: DictConfig) -> list[Path]:
     if spec.union:
         return [f for member in spec.union for f in dataset_files(member_config(cfg, member))]
     base = resolve_data_dir(cfg.data_dir)
-    rels = [spec.samples[cfg.gold], spec.dev] if sample_source(cfg) == "released" else [spec.train, spec.dev]
+    if sample_source(cfg) == "released":        # without a dev file, dev comes from the train set
+        rels = [spec.samples[cfg.gold], spec.dev or spec.train]
+    else:
+        rels = [spec.train, spec.dev]
     return [spec.path(r, base) for r in rels if r]
+
+
+#: What of a dataset's entry decides how its files are read, beyond their contents (hashed as inputs).
+READ_AS = ("language", "format", "empty_token", "union")
+
+
+def read_as(names: list[str]) -> dict:
+    """How each dataset of ``names`` is read (its registry entry, or a folder's detected one): an edit of
+    ``configs/datasets.yaml`` that changes it re-runs the stages reading it."""
+    return {f"dataset {name}": {key: getattr(get_spec(name), key) for key in READ_AS} for name in names}
+
+
+def setting_datasets(c: DictConfig) -> dict:
+    """How the setting's dataset (and a union's members) are read: what S0 depends on beyond its files."""
+    return read_as([c.dataset, *get_spec(c.dataset).union])
 
 
 def sample_source(cfg: DictConfig) -> str:
@@ -64,6 +82,11 @@ def test_names(c: DictConfig) -> list[str]:
     """The datasets a run is scored on: its own (a union's members) and ``test_datasets``."""
     own = get_spec(c.dataset).union or [c.dataset]
     return own + [d for d in c.test_datasets if d not in own]
+
+
+def test_datasets_read_as(c: DictConfig) -> dict:
+    """How the test sets a run is scored on are read: what scoring depends on beyond their files."""
+    return read_as(test_names(c))
 
 
 def test_files(c: DictConfig) -> list[Path]:
@@ -131,7 +154,7 @@ def asked_size(cfg: DictConfig) -> int | None:
     return cfg.gold * len(get_spec(cfg.dataset).union or [cfg.dataset]) if isinstance(cfg.gold, int) else None
 
 
-@stage(layout.DATA, keys=DATA_READS, files=dataset_files)
+@stage(layout.DATA, keys=DATA_READS, files=dataset_files, reads=setting_datasets)
 def data_stage(c: DictConfig, out: Path) -> dict:
     train, dev = gold_data(c)
     if asked_size(c) not in (None, len(train)):

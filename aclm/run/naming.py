@@ -1,8 +1,8 @@
 """Folders named after what a run's overrides change, so that no run replaces another's results.
 
 The profile as it is runs in ``<run_dir>/<profile>/<dataset>/gold<N>/seed<S>/`` and its method folder
-``<method>/``.  An override on the command line (or in a ``--config`` file) that changes a value some
-stage of the run reads names a folder of its own:
+``<method>/``.  An override on the command line (or in a ``--config`` file, with what it inherits) that
+changes what some stage of the run computes names a folder of its own:
 
 * a key read by a stage all methods of the setting share (the gold sample's, S1's: ``splits.*``,
   ``ner.*``) names the setting folder, ``seed1@ner.epochs=2/``, where S1 trains again;
@@ -18,16 +18,18 @@ the overrides in full.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import config_hash, flatten, load_config, to_dict
+from aclm.base.config import _load_yaml_chain, _resolve_config_file, config_hash, flatten, load_config, to_dict
+from aclm.base.datasets import set_language
 from aclm.run import layout
 from aclm.run.chain import chain
-from aclm.run.stages import SHARED
+from aclm.run.stages import SHARED, hashed, view
 
 #: What says which run it is, not how it runs: never part of a folder's name.
 COORDINATES = ("profile", "method", "dataset", "gold", "seed", "variant", "setting_variant", "data_dir",
@@ -36,45 +38,59 @@ MAX_NAME = 80
 
 
 def overridden_keys(overrides: Sequence[str], config_files: Sequence[str] = ()) -> list[str]:
-    """The dotted keys the command line and the extra files set."""
+    """The dotted keys the command line and the extra files (with the files they inherit) set."""
     keys = {word.split("=", 1)[0] for word in overrides}
     for path in config_files:
-        keys.update(flatten(to_dict(OmegaConf.load(path))))
+        keys.update(flatten(to_dict(_load_yaml_chain(_resolve_config_file(path)))))
     return sorted(k for k in keys if k.split(".")[0] not in COORDINATES)
 
 
-def _reads(keys: Iterable[str], key: str) -> bool:
-    return any(key == r or key.startswith(r + ".") or r.startswith(key + ".") for r in keys)
-
-
-def stage_keys(cfg: DictConfig) -> tuple[set[str], set[str]]:
-    """The config keys the setting's shared stages read, and those only the method's own stages read."""
-    shared, own = set(), set()
+def stage_views(cfg: DictConfig) -> tuple[dict, dict]:
+    """What the setting's shared stages and the method's own stages compute from: each stage's config as its
+    fingerprint holds it, links (``${generator.epochs}``) resolved."""
+    shared, own = {}, {}
     for step in chain(cfg):
-        (shared if step.name in SHARED else own).update(step.config_keys(cfg))
+        (shared if step.name in SHARED else own)[step.name] = hashed(view(cfg, step.config_keys(cfg)))
     return shared, own
 
 
 def folder_name(pairs: dict[str, object]) -> str:
-    """``key=value,key=value`` (sorted), made safe for a path; a digest when too long."""
+    """``key=value,key=value`` (sorted), made safe for a path; a digest when too long.  A name whose
+    characters had to be replaced ends in a digest of the values, so ``a/b`` and ``a_b`` name two folders."""
     text = ",".join(f"{k}={v if isinstance(v, (str, int, float, bool)) else json.dumps(v, separators=(',', ':'))}"
                     for k, v in sorted(pairs.items()))
-    text = re.sub(r"[^\w.,=+-]", "_", text)
-    return text if len(text) <= MAX_NAME else f"{len(pairs)}keys-{config_hash(pairs)[:10]}"
+    safe = re.sub(r"[^\w.,=+-]", "_", text)
+    if safe != text:
+        safe += f"+{config_hash(pairs)[:6]}"
+    return safe if len(safe) <= MAX_NAME else f"{len(pairs)}keys-{config_hash(pairs)[:10]}"
 
 
 def name_run(cfg: DictConfig, overrides: Sequence[str], config_files: Sequence[str] = ()) -> DictConfig:
-    """Set ``setting_variant`` and (unless given) ``variant`` from the overrides that change a value."""
+    """Set ``setting_variant`` and (unless given) ``variant`` from the overrides that change what a stage computes.
+
+    Each overridden key is tried alone on the profile as it is: it names the setting folder when a shared
+    stage's config changes with it, the method folder when only the method's own stages' do, nothing else.
+    So a key reaches the folder name through the links that carry it (``mulda.epochs: ${generator.epochs}``).
+    """
     keys = overridden_keys(overrides, config_files)
     if not keys:
         return cfg
     given = [w for w in overrides if w.split("=", 1)[0] in ("profile", "method", "dataset", "gold", "seed")]
     base = load_config(given)
-    changed = {k: to_dict(OmegaConf.select(cfg, k)) for k in keys
-               if to_dict(OmegaConf.select(cfg, k)) != to_dict(OmegaConf.select(base, k))}
-    shared, own = stage_keys(cfg)
-    setting = {k: v for k, v in changed.items() if _reads(shared, k)}
-    method = {k: v for k, v in changed.items() if k not in setting and _reads(own, k)}
+    set_language(cfg.dataset, cfg.language)       # loading ``base`` recorded its own language for the dataset
+    shared, own = stage_views(base)
+    setting, method = {}, {}
+    for key in keys:
+        value = to_dict(OmegaConf.select(cfg, key))
+        if value == to_dict(OmegaConf.select(base, key)):
+            continue
+        probe = copy.deepcopy(base)
+        OmegaConf.update(probe, key, OmegaConf.select(cfg, key), force_add=True)
+        probe_shared, probe_own = stage_views(probe)
+        if probe_shared != shared:
+            setting[key] = value
+        elif probe_own != own:
+            method[key] = value
     explicit = {w.split("=", 1)[0] for w in overrides}
     if setting and "setting_variant" not in explicit:
         cfg.setting_variant = folder_name(setting)

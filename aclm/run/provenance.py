@@ -28,10 +28,11 @@ import inspect
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.runtime import library_versions
@@ -40,6 +41,9 @@ from aclm.base.runtime import library_versions
 PACKAGES = ("aclm", "baselines", "melm")
 #: Modules that decide whether a stage runs, not what it computes.
 MACHINERY = frozenset({"aclm.run.stages", "aclm.run.provenance", "aclm.run.locks"})
+#: About when this process loaded the project's code (the stage machinery comes with the first run or plan):
+#: a module file changed after it may no longer be the code this process runs.
+LOADED_NS = time.time_ns()
 
 
 def _is_project(module: str) -> bool:
@@ -178,6 +182,18 @@ def code_digests(build: Callable, modules: Iterable[str] = ()) -> dict[str, str]
         digests[name], imports = _module_digest(name)
         pending_modules |= imports - digests.keys()
     return dict(sorted(digests.items()))
+
+
+def edited_while_running(code: Mapping[str, str]) -> list[str]:
+    """The files of the modules in ``code`` (a stage's digests, taken from the files on disk) that this
+    process has imported and that changed on disk since it loaded the project: the code that ran is then not
+    the code the digests name, and a stamp would pass one for the other."""
+    edited = []
+    for name in sorted({key.partition(":")[0] for key in code}):
+        path = _source_file(name) if name in sys.modules else None
+        if path is not None and path.stat().st_mtime_ns > LOADED_NS:
+            edited.append(str(path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path))
+    return edited
 
 
 def _git(*args: str) -> str | None:

@@ -54,14 +54,14 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base import tensorboard
-from aclm.base.config import config_hash, flatten, to_dict
+from aclm.base.config import config_hash, flatten, model_path, to_dict
 from aclm.base.datasets import resolve_data_dir
 from aclm.base.io import atomic_dir, read_json, sha256_path, write_json
-from aclm.base.runtime import PeakMemory, check_interrupted
+from aclm.base.runtime import PeakMemory, RunError, check_interrupted
 from aclm.run import gpu_share, layout
 from aclm.run.layout import RunLayout
 from aclm.run.locks import folder_lock
-from aclm.run.provenance import checkout, code_digests
+from aclm.run.provenance import checkout, code_digests, edited_while_running
 
 STAMP = "_stage.json"
 PRUNED = "_pruned.json"
@@ -88,6 +88,15 @@ class NoSpace(OSError):
     def __init__(self, stage_name: str, folder: Path) -> None:
         super().__init__(errno.ENOSPC, f"no space left on device: {stage_name} could not write {folder} "
                                        f"(free some space there, or point run_dir= elsewhere)")
+
+
+class CodeEdited(RunError):
+    """Project code a stage ran changed on disk while it ran: its output is not stamped."""
+
+    def __init__(self, stage_name: str, files: Sequence[str]) -> None:
+        super().__init__(f"{stage_name}: {', '.join(files)} changed on disk while this process ran it; the "
+                         f"stage's output was made by the code as it was when loaded, which no stamp can name, so "
+                         f"it is not kept: run again")
 
 
 class Pruned(Exception):
@@ -144,13 +153,29 @@ def input_name(path: Path, roots: Sequence[Path]) -> str:
 
 
 def identity(config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (), code: Mapping[str, str] | None = None,
-             version: int = 1) -> dict:
-    """Everything a stage's outputs depend on: its config view, its inputs' contents, its code and version."""
+             version: int = 1, reads: Mapping[str, Any] | None = None) -> dict:
+    """Everything a stage's outputs depend on: its config view, its inputs' contents, its code and version, and
+    what it reads that none of those show (``reads``: model folders, how a dataset's files are read)."""
     missing = [str(p) for p in inputs if not Path(p).exists()]
     if missing:
         raise FileNotFoundError(f"stage inputs missing: {missing}")
     return {"config": to_dict(config), "inputs": {input_name(p, roots): input_digest(Path(p)) for p in inputs},
-            "code": dict(code or {}), "version": version}
+            "code": dict(code or {}), "version": version, **({"reads": dict(reads)} if reads else {})}
+
+
+def model_folders(config: Mapping[str, Any]) -> dict[str, dict]:
+    """The local model folders a stage's config names (``ner.model``, ``generation.mixner.embedder``, ...): each
+    file's size and modification time, through symlinks, so weights rebuilt or re-pointed under an unchanged
+    name are a change (a folder moved or copied with its times kept is not).  A hub name is only its name."""
+    found = {}
+    for key, value in flatten(dict(config)).items():
+        last = key.rpartition(".")[2]
+        if isinstance(value, str) and (last in ("model", "embedder") or last.endswith("_model")):
+            folder = Path(model_path(value)).resolve()
+            if folder.is_dir():
+                found[f"model {key}"] = {str(p.relative_to(folder)): [p.stat().st_size, p.stat().st_mtime_ns]
+                                         for p in sorted(folder.rglob("*")) if p.is_file()}
+    return found
 
 
 def _changed(old: Mapping, new: Mapping) -> list[str]:
@@ -177,6 +202,9 @@ def why_stale(out_dir: Path, now: dict) -> str | None:
     inputs = _changed(before["inputs"], now["inputs"])
     if inputs:
         reasons.append("input changed: " + ", ".join(inputs))
+    reads = _changed(before.get("reads", {}), now.get("reads", {}))
+    if reads:
+        reasons.append("changed: " + ", ".join(reads))
     if not reasons and info["fingerprint"] != config_hash(now):
         reasons.append("fingerprint changed")
     if not reasons and {**output_listing(Path(out_dir)), **pruned_files(out_dir)} != info.get("outputs"):
@@ -230,14 +258,16 @@ def prune(out_dir: Path, patterns: Sequence[str] = WEIGHT_PATTERNS) -> int:
 
 def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
               build: Callable[[Path], dict | None], force: bool = False, loads: Sequence[Path] = (),
-              roots: Sequence[Path] = (), code: Mapping[str, str] | None = None, version: int = 1) -> bool:
+              roots: Sequence[Path] = (), code: Mapping[str, str] | None = None, version: int = 1,
+              reads: Mapping[str, Any] | None = None) -> bool:
     """Run ``build(scratch_dir)`` unless ``out_dir`` is current; returns whether it ran.
 
     ``build`` writes its files into the scratch directory and may return a
     dict of facts (counts, timings) recorded in the stamp.  ``loads`` are the
     input stage directories whose files it opens: if one was pruned,
     :class:`Pruned` is raised before anything runs.  ``roots`` name the
-    inputs in the stamp; ``code`` and ``version`` are the stage's code identity.
+    inputs in the stamp; ``code`` and ``version`` are the stage's code identity; ``reads`` what else its
+    output depends on (:func:`identity`).
     """
     out_dir = Path(out_dir)
     inputs = [Path(p) for p in inputs]
@@ -246,7 +276,7 @@ def run_stage(name: str, out_dir: Path, config: Any, inputs: Sequence[Path],
         if _planning.get():
             raise Stale(name, f"inputs missing: {missing}")
         raise FileNotFoundError(f"{name}: stage inputs missing: {missing}")
-    now = identity(config, inputs, roots, code, version)
+    now = identity(config, inputs, roots, code, version, reads)
     reason = "forced" if force else why_stale(out_dir, now)
     if reason is None:
         log.info("%s: up to date (%s)", name, out_dir)
@@ -274,6 +304,9 @@ def _build_and_stamp(name: str, out_dir: Path, now: dict, reason: str, config: A
                     raise NoSpace(name, out_dir) from err
                 raise
         check_interrupted()           # a signal a library swallowed while the stage ran: never stamp it
+        edited = edited_while_running(now["code"])
+        if edited:
+            raise CodeEdited(name, edited)
         write_json(scratch / STAMP, {
             "stage": name,
             "fingerprint": config_hash(now),
@@ -320,7 +353,8 @@ SHARED = (layout.DATA, layout.S1, layout.S1_EVAL)
 
 
 def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], list[Path]] | None = None,
-          loads: Sequence[str] = (), code: Sequence[str] = (), version: int = 1):
+          loads: Sequence[str] = (), code: Sequence[str] = (), version: int = 1,
+          reads: Callable[[DictConfig], dict] | None = None):
     """Declare a stage: ``@stage("s2_keywords", keys=("keywords", "seed"))`` over ``build(c, out, **upstream)``.
 
     The decorated function is called as ``fn(cfg, force=False, **upstream)``, each
@@ -332,7 +366,9 @@ def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], lis
     ``loads`` names the upstream stages whose models it opens (see :func:`prune`);
     ``code`` names project modules it reaches only by name (the fingerprint
     covers them with the code ``build`` uses); ``version`` is bumped by hand
-    for a change of output the code cannot show.
+    for a change of output the code cannot show; ``reads(c)`` says what else the
+    output depends on (how a dataset's files are read).  The local model folders
+    the keys name are part of the fingerprint (:func:`model_folders`).
     An upstream value may also be a list of directories (a baseline's ``needs``)
     or a mapping of them (the scoring stages' ``chain``), passed on as given.
     """
@@ -353,7 +389,7 @@ def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], lis
                 run_stage(name, out, hashed(c), inputs, lambda tmp: logged_build(c, tmp, **upstream), force=force,
                           loads=[d for d in dirs if Path(d).name in loads],
                           roots=[here.root, resolve_data_dir(c.data_dir)], code=code_digests(build, code),
-                          version=version)
+                          version=version, reads={**model_folders(hashed(c)), **(reads(c) if reads else {})})
             return out
 
         run.config_keys = tuple(keys)

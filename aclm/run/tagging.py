@@ -20,7 +20,7 @@ from aclm.base.datasets import get_spec, load_split
 from aclm.base.io import atomic_write_text, write_json
 from aclm.base.runtime import library_versions, seed_everything, select_device
 from aclm.run import layout, outputs
-from aclm.run.gold import test_files, test_names
+from aclm.run.gold import test_datasets_read_as, test_files, test_names
 from aclm.run.provenance import checkout
 from aclm.run.stages import stage, stamp
 
@@ -135,13 +135,15 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     return {"f1": main["f1"]}
 
 
-@stage(layout.S1_EVAL, keys=EVAL_READS, files=test_files, loads=(layout.S1,))
+@stage(layout.S1_EVAL, keys=EVAL_READS, files=test_files, reads=test_datasets_read_as,
+       loads=(layout.S1,))
 def s1_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
     """Gold-only's scores: the S1 tagger's."""
     return evaluate(c, out, chain[layout.S1], chain)
 
 
-@stage(layout.S7_EVAL, keys=EVAL_READS, files=test_files, loads=(layout.S7,))
+@stage(layout.S7_EVAL, keys=EVAL_READS, files=test_files, reads=test_datasets_read_as,
+       loads=(layout.S7,))
 def s7_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
     """A method's scores: the S7 tagger's, trained on gold + its augmentations."""
     return evaluate(c, out, chain[layout.S7], chain)
