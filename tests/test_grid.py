@@ -164,6 +164,18 @@ def test_makefile_has_one_target_per_cell_and_the_s1_dependency():
     assert all_line.split()[1:] == paths(cells)
 
 
+def test_a_done_run_that_needs_one_about_to_run_runs_again(monkeypatch):
+    """WikiNEuRal reads ACLM's result: once ACLM's code changed, one pass of the grid re-runs both."""
+    from aclm.experiments.grid import Cell
+
+    cells = expand(load_grid("table4"), "paper", langs="conll2003/en", sizes="200", methods="lwtr,aclm,wikineural",
+                   seeds="1")
+    monkeypatch.setattr(Cell, "is_done", lambda cell: cell.method != "aclm")
+    found = rules(makefile(cells, "test", "python"))
+    state = {target.split("/")[-3]: needs.startswith("FORCE") for target, (needs, _) in found.items()}
+    assert state == {"seed1": False, "lwtr": False, "aclm": True, "wikineural": True}
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
 def test_makefile_is_valid_for_make(tmp_path):
     cells = expand(load_grid("table1"), "tiny", runs=str(tmp_path / "runs"), langs="en", sizes="100",

@@ -554,18 +554,32 @@ def makefile(cells: Sequence[Cell], title: str, python: str) -> str:
     if clashes:
         raise GridError("cells disagree on a run:\n" + "\n".join(clashes))
     lines = [f"# {title}", "# Written by scripts/grid.py; regenerate it rather than edit it.",
-             "# A run whose result is missing, or whose stages are not current for its config, depends",
-             "# on FORCE and runs (only its changed stages do work); the others are done.",
+             "# A run whose result is missing, or whose stages are not current for its config, or that",
+             "# needs such a run, depends on FORCE and runs (only its changed stages do work); the others",
+             "# are done.",
              f"PYTHON ?= {python}", "", ".PHONY: all s1 FORCE", "FORCE:", "",
              "all: " + " ".join(_target(c) for c in cells), "",
              "s1: " + " ".join(_target(c) for c in everything if c.method == GOLD_ONLY), ""]
+    pending = to_run(everything)
     for cell in everything:
         needs = " ".join(_target(p) for p in cell.prerequisites())
-        force = "" if cell.is_done() else " FORCE"
+        force = " FORCE" if cell.result_path in pending else ""
         lines.append(f"{_target(cell)}:{force}" + (f" | {needs}" if needs else ""))
         lines.append("\t$(PYTHON) " + " ".join(_make_word(w) for w in cell_command(cell)))
         lines.append("")
     return "\n".join(lines)
+
+
+def to_run(cells: Sequence[Cell]) -> set[Path]:
+    """The result paths of ``cells`` that must run: those not done, and those that need one of them (a run
+    that reads another's result, as Gold-only-budget reads ACLM's, is stale once that one runs again)."""
+    pending = {cell.result_path for cell in cells if not cell.is_done()}
+    grown = True
+    while grown:
+        before = len(pending)
+        pending |= {c.result_path for c in cells if any(p.result_path in pending for p in c.prerequisites())}
+        grown = len(pending) > before
+    return pending
 
 
 def fragment_path(runs: str, profile: str, name: str, slices: dict[str, Optional[list[str]]]) -> Path:
