@@ -41,6 +41,23 @@ def test_offset_format_is_not_mistaken_for_index(tmp_path):
     assert read_conll(path)[0].tokens == ["2019", "results"]
 
 
+def test_index_format_counting_from_one(tmp_path):
+    # CoNLL-U's word IDs count from 1
+    path = write(tmp_path, "1\t-DOCSTART-\tO\n\n1\tEU\tB-ORG\n2\trejects\tO\n3\t1990\tO\n\n1\tPeter\tB-PER\n")
+    s = read_conll(path)
+    assert [x.tokens for x in s] == [["EU", "rejects", "1990"], ["Peter"]]
+    assert s[0].tags == ["B-ORG", "O", "O"]
+
+
+def test_index_from_one_beside_whole_numbers_is_an_error(tmp_path):
+    # the words 1 and 2 at character offsets 0 and 2, or words 0 and 2 numbered 1 and 2: either reading fits
+    path = write(tmp_path, "\n1\t0\tO\n2\t2\tO\n\nWe\t4\tO\n")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}:2: cannot tell the column layout: .*counts "
+                                        rf"the words from 1.*format: index_token_tag or format: token_offset_tag"):
+        read_conll(path)
+    assert read_conll(path, "token_offset_tag")[0].tokens == ["1", "2"]
+
+
 def test_multiconer_official_format(tmp_path):
     path = write(tmp_path, "# id 6a3b\tdomain=en\nthe _ _ O\nbeatles _ _ B-GRP\n\n# id 77\tdomain=en\nhi _ _ O\n")
     s = read_conll(path)

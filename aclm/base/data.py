@@ -111,7 +111,8 @@ def tags_as_written(sentence: TaggedSentence) -> list[str]:
 def _detect_format(path: Path, lines: list[str]) -> str:
     """Guess the column layout from the first sentence of the file."""
     first: list[list[str]] = []
-    for line in lines:
+    start = 1
+    for lineno, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
             if first:
@@ -119,6 +120,8 @@ def _detect_format(path: Path, lines: list[str]) -> str:
             continue
         if stripped.startswith("# id") or "-DOCSTART-" in stripped:
             continue
+        if not first:
+            start = lineno
         first.append(split_columns(stripped))
     if not first:
         return "token_tag"
@@ -128,10 +131,32 @@ def _detect_format(path: Path, lines: list[str]) -> str:
     if width == 2:
         return "token_tag"
     if width == 3:
-        if all(cols[0] == str(i) for i, cols in enumerate(first)):
-            return "index_token_tag"
+        return _three_columns(path, start, first)
+    raise DataError(f"{path}:{start}: cannot tell the column layout ({width} columns)")
+
+
+def _counts_from(column: Sequence[str], base: int) -> bool:
+    return all(value == str(i) for i, value in enumerate(column, start=base))
+
+
+def _three_columns(path: Path, start: int, first: list[list[str]]) -> str:
+    """``index token tag`` when the first column counts the words from 0 (CoNLL-2003 as WikiNEuRal ships it)
+    or from 1 (CoNLL-U's IDs), else ``token offset tag``.
+
+    A first column counting from 1 beside a second of whole numbers fits both (words ``1 2 3`` at character
+    offsets ``0 2 4``), so that is an error rather than a guess.
+    """
+    ids, second = [cols[0] for cols in first], [cols[1] for cols in first]
+    if _counts_from(ids, 0):
+        return "index_token_tag"
+    if not _counts_from(ids, 1):
         return "token_offset_tag"
-    raise DataError(f"{path}:1: cannot tell the column layout ({width} columns)")
+    if all(value.isdecimal() for value in second):
+        raise DataError(f"{path}:{start}: cannot tell the column layout: the first column counts the words "
+                        f"from 1 (index, token, tag) and the second holds whole numbers (token, character "
+                        f"offset, tag); give the dataset an entry in configs/datasets.yaml with "
+                        f"format: index_token_tag or format: token_offset_tag")
+    return "index_token_tag"
 
 
 def split_columns(line: str) -> list[str]:
