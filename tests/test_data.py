@@ -6,6 +6,7 @@ import pytest
 
 from aclm.base.data import (DataError, TaggedSentence, bio_spans, check_label_sets, normalise_tags, read_conll,
                             write_conll)
+from aclm.base.io import read_jsonl, write_jsonl
 
 
 def write(tmp_path, text, name="f.conll"):
@@ -201,6 +202,32 @@ EXPECTED = [(["EU", "rejects"], ["B-ORG", "O"]), (["Peter"], ["B-PER"])]
 def test_harmless_variants_keep_parsing(tmp_path, data):
     path = write_bytes(tmp_path, data)
     assert [(s.tokens, s.tags) for s in read_conll(path)] == EXPECTED
+
+
+#: Characters str.splitlines takes for line ends that a token may hold.
+NOT_LINE_ENDS = ["\u2028", "\u2029", "\x85", "\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\r"]
+
+
+@pytest.mark.parametrize("char", NOT_LINE_ENDS, ids=[f"U+{ord(c):04X}" for c in NOT_LINE_ENDS])
+def test_only_newline_ends_a_line(tmp_path, char):
+    path = write_bytes(tmp_path, f"EU\tB-ORG\r\nre{char}jects\tO\n\nPeter\tB-PER\nsaid\tX\n".encode("utf-8"))
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}:5: tag 'X'"):    # line numbers count \n only
+        read_conll(path)
+    path.write_bytes(path.read_bytes().replace(b"\tX", b"\tO"))
+    assert [(s.tokens, s.tags) for s in read_conll(path)] == [(["EU", f"re{char}jects"], ["B-ORG", "O"]),
+                                                              (["Peter", "said"], ["B-PER", "O"])]
+
+
+def test_whitespace_inside_a_space_separated_token_is_a_column_error(tmp_path):
+    path = write(tmp_path, "the _ _ O\nbeat\u2028les _ _ B-GRP\n")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}:2: expected \d columns .*found 5"):
+        read_conll(path)
+
+
+def test_jsonl_keeps_what_splitlines_would_cut(tmp_path):
+    rows = [{"tokens": [f"a{c}b" for c in NOT_LINE_ENDS]}, {"tokens": ["c"]}]
+    write_jsonl(tmp_path / "rows.jsonl", rows)
+    assert read_jsonl(tmp_path / "rows.jsonl") == rows
 
 
 def test_bom_does_not_hide_a_multiconer_id_line(tmp_path):

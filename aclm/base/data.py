@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from aclm.base.io import atomic_write_text
+from aclm.base.io import atomic_write_text, split_lines
 
 FORMATS = ("auto", "token_tag", "index_token_tag", "token_offset_tag", "multiconer")
 log = logging.getLogger("aclm.base.data")
@@ -173,7 +173,7 @@ def _line_at(data: bytes, offset: int) -> int:
 
 
 def read_text_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file (a leading BOM dropped, any line ends).
+    """The lines of a UTF-8 text file (a leading BOM dropped, lines ending in ``\\n`` or ``\\r\\n``).
 
     Text in another encoding (Latin-1, UTF-16...) and binary data fail with the
     file and line at fault rather than a bare ``UnicodeDecodeError``.
@@ -192,7 +192,8 @@ def read_text_lines(path: Path) -> list[str]:
         at = err.start + bom
         raise DataError(f"{path}:{_line_at(data, at)}: not UTF-8 (byte {data[at:at + 1]!r} "
                         f"at offset {at}); convert the file to UTF-8") from None
-    return text.splitlines()
+    return split_lines(text)
+
 
 
 def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = None,

@@ -56,7 +56,16 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> None:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+    return [json.loads(line) for line in split_lines(Path(path).read_text(encoding="utf-8")) if line]
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` cut at ``\\n`` (and ``\\r\\n``) only: ``str.splitlines`` also cuts at U+2028, U+0085, form feeds
+    and others, which a CoNLL token or a JSON string (``write_jsonl`` keeps them as they are) may hold."""
+    lines = text.split("\n")
+    if lines[-1] == "":     # the last line's own end
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 @contextmanager
