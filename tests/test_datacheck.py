@@ -80,6 +80,27 @@ def test_an_undeclared_type_fails_where_the_dataset_declares_its_types(shared_da
     assert check_setting(cfg).errors == []
 
 
+def rename_type(path: Path, old: str, new: str) -> None:
+    """Rename entity type ``old`` to ``new`` throughout ``path``."""
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace(f"B-{old}\n", f"B-{new}\n").replace(f"I-{old}\n", f"I-{new}\n"), encoding="utf-8")
+
+
+def test_a_type_only_the_test_set_has_fails_before_training(folder, tmp_path):
+    test = folder / "test.conll"
+    rename_type(test, "CW", "WORK")             # first at line 11, in the sentence that starts at line 9
+    assert check(folder).errors == [f"{test}:9: test set {str(folder)!r} has entity type(s) ['WORK'] that the "
+                                    f"training data does not (CORP, CW, GRP, LOC, PER, PROD); the tagger could "
+                                    f"never predict them"]
+
+    other = tmp_path / "other"                  # every test set the run is scored on is checked
+    shutil.copytree(folder, other)
+    shutil.copy(SAMPLE / "test.conll", test)
+    assert check(folder).errors == []
+    errors = check(folder, f"test_datasets=[{other}]").errors
+    assert len(errors) == 1 and errors[0].startswith(f"{other / 'test.conll'}:9: test set {str(other)!r} "), errors
+
+
 def test_lower_case_tags_fail_unless_accepted(folder):
     train = folder / "train.conll"
     n = first_tagged_line(train)

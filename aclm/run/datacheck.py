@@ -17,7 +17,9 @@ errors
     accept it); an entity type the dataset does not declare (``types:`` in
     ``configs/datasets.yaml``); a type found in fewer than
     ``data_check.min_type_sentences`` sentences of all the files together
-    (``B-PRE`` once among 20,000 sentences is a typo, not a type);
+    (``B-PRE`` once among 20,000 sentences is a typo, not a type); a type
+    of a test set that no training file has (the tagger could never
+    predict it);
 warnings
     ``I-`` tags opening an entity (IOB1, read as ``B-``); sentences longer
     than the encoder's sub-token limit, with how many are cut; a dataset
@@ -281,6 +283,23 @@ def first_mentions(sentences: Iterable[TaggedSentence]) -> dict[str, str]:
     return first
 
 
+def unseen_test_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
+    """Each test set with types no training file has, at the first: the tagger could never predict them,
+    and scoring would refuse the test set only after all the training (role -> sentences, as read)."""
+    trained = {etype for role, found in read.items() if role.endswith(" train") for s in found
+               for etype in s.entity_types}
+    errors = []
+    for role, found in read.items():
+        if not role.endswith(" test"):
+            continue
+        unseen = {etype: where for etype, where in first_mentions(found).items() if etype not in trained}
+        if unseen:
+            errors.append(f"{next(iter(unseen.values()))}: test set {role.removesuffix(' test')!r} has entity "
+                          f"type(s) {sorted(unseen)} that the training data does not ({', '.join(sorted(trained))}); "
+                          f"the tagger could never predict them")
+    return errors
+
+
 def rare_types(sentences: Sequence[TaggedSentence], minimum: int) -> list[str]:
     """Types found in fewer than ``minimum`` sentences (over every file the setting reads)."""
     counts: Counter = Counter(etype for s in sentences for etype in s.entity_types)
@@ -334,19 +353,18 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
         report.errors.append(str(err).strip("'\""))
         return report
     report.errors += missing_files(files, cfg)
-    sentences: list[TaggedSentence] = []
-    counts: dict[str, int] = {}
+    read: dict[str, list[TaggedSentence]] = {}
     for role, path in files.items():
         if not path.exists():
             continue
         try:
-            found = _read(path, *_reader_settings(role))
+            read[role] = _read(path, *_reader_settings(role))
         except DataError as err:
             report.errors.append(str(err))
             continue
-        report.files[str(path)] = counts[role] = len(found)
-        sentences += found
-    errors, warnings = sample_problems(cfg, counts)
+        report.files[str(path)] = len(read[role])
+    sentences = [s for found in read.values() for s in found]
+    errors, warnings = sample_problems(cfg, {role: len(found) for role, found in read.items()})
     report.errors += errors
     report.warnings += warnings
     if not sentences:
@@ -356,6 +374,9 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
     if not cfg.data_check.canonical_tags:
         errors = [e for e in errors if "upper-case BIO" not in e]
     report.errors += errors + rare_types(sentences, cfg.data_check.min_type_sentences)
+    trains = [role for role in files if role.endswith(" train")]
+    if trains and all(role in read for role in trains):
+        report.errors += unseen_test_types(read)
     report.warnings += warnings
     if "ner.model" not in models:
         report.warnings += long_sentences(sentences, cfg.ner.model, cfg.keywords.max_subtokens)
