@@ -4,11 +4,11 @@
     python scripts/check_data.py dataset=multiconer/en gold=100
     python scripts/check_data.py dataset=path/to/my_folder profile=tiny
 
-Errors (exit 1) name the file and line: a missing or malformed file, a lower-case tag, a type the
-dataset does not declare or one found in fewer than data_check.min_type_sentences sentences, a type of a
-test set that the training data lacks; and a gold size the train set cannot give, an unbuilt model folder
-with the make target that builds it, a hub model not in the Hugging Face cache while the hub is
-unreachable (one probe of a few seconds).  Warnings: I- tags
+Errors (exit 1) name the file and line: a missing or malformed file, a lower-case tag, two types that
+differ only in case, a type the dataset does not declare or one found in fewer than
+data_check.min_type_sentences sentences, a type of a test set that the training data lacks; and a gold
+size the train set cannot give, an unbuilt model folder with the make target that builds it, a hub model
+not in the Hugging Face cache while the hub is unreachable (one probe of a few seconds).  Warnings: I- tags
 opening entities (IOB1), sentences longer than the encoder's limit, a dev set taken from the train set.
 Every run makes the same check first (aclm/run/datacheck.py).
 """

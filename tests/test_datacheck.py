@@ -111,6 +111,17 @@ def test_lower_case_tags_fail_unless_accepted(folder):
     assert check(folder, "data_check.canonical_tags=false").errors == []
 
 
+@pytest.mark.parametrize("canonical", ["true", "false"])
+def test_types_differing_only_in_case_fail_in_any_case_mode(folder, canonical):
+    train = folder / "train.conll"
+    for n in (134, 135, 159, 160, 222, 223):      # PER in the sentences at lines 134, 152 and 222; at 1 it stays
+        word, tag = train.read_text().splitlines()[n - 1].split("\t")
+        edit_line(train, n, f"{word}\t{tag[:2]}Per")
+    assert check(folder, f"data_check.canonical_tags={canonical}").errors == [
+        f"{train}:134: entity type 'Per' differs from 'PER' ({train}:1) only in case, and both would be the "
+        f"label token <b-per>; spell them alike"]
+
+
 def test_iob1_openings_are_read_as_b_with_a_warning(folder):
     train = folder / "train.conll"
     n = first_tagged_line(train)

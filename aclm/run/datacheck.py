@@ -14,7 +14,8 @@ errors
     code-mixing with no other language to borrow from; a tag
     whose case is not canonical (``b-per``: as the other spelling
     of ``B-PER`` it is almost always a mistake; the message says how to
-    accept it); an entity type the dataset does not declare (``types:`` in
+    accept it); two types that differ only in case (``PER``, ``per``); an
+    entity type the dataset does not declare (``types:`` in
     ``configs/datasets.yaml``); a type found in fewer than
     ``data_check.min_type_sentences`` sentences of all the files together
     (``B-PRE`` once among 20,000 sentences is a typo, not a type); a type
@@ -283,6 +284,20 @@ def first_mentions(sentences: Iterable[TaggedSentence]) -> dict[str, str]:
     return first
 
 
+def case_clashes(sentences: Sequence[TaggedSentence]) -> list[str]:
+    """Types that differ only in case (``PER``, ``per``), at the second: label tokens are lower-case
+    (``<b-per>``), so generation would take them for one and stop after the generator's training.
+    ``data_check.canonical_tags`` cannot cover them: only an all-lower-case tag (``b-per``) is rewritten."""
+    first: dict[str, tuple[str, str]] = {}
+    errors = []
+    for etype, where in first_mentions(sentences).items():
+        other, other_where = first.setdefault(etype.lower(), (etype, where))
+        if other != etype:
+            errors.append(f"{where}: entity type {etype!r} differs from {other!r} ({other_where}) only in case, "
+                          f"and both would be the label token <b-{etype.lower()}>; spell them alike")
+    return errors
+
+
 def unseen_test_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
     """Each test set with types no training file has, at the first: the tagger could never predict them,
     and scoring would refuse the test set only after all the training (role -> sentences, as read)."""
@@ -373,7 +388,7 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
     errors, warnings = tag_problems(sentences, declared)
     if not cfg.data_check.canonical_tags:
         errors = [e for e in errors if "upper-case BIO" not in e]
-    report.errors += errors + rare_types(sentences, cfg.data_check.min_type_sentences)
+    report.errors += errors + case_clashes(sentences) + rare_types(sentences, cfg.data_check.min_type_sentences)
     trains = [role for role in files if role.endswith(" train")]
     if trains and all(role in read for role in trains):
         report.errors += unseen_test_types(read)
