@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import types
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from aclm.base.data import DataError
 from aclm.base.datasets import get_spec, load_split, registry
 from aclm.base.paths import PROJECT_ROOT
 
@@ -38,6 +40,14 @@ def test_unknown_dataset_lists_the_known_ones():
 def test_missing_file_says_where_it_looked(tmp_path):
     with pytest.raises(FileNotFoundError, match="data_dir"):
         load_split("tdmsci", "train", tmp_path)
+
+
+def test_an_unknown_format_fails_when_the_registry_loads(tmp_path):
+    path = tmp_path / "datasets.yaml"
+    path.write_text("mine:\n  language: en\n  format: tokentag\n  train: mine/train.conll\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: dataset 'mine': format 'tokentag' is not one "
+                                        rf"of auto, token_tag, index_token_tag, token_offset_tag, multiconer$"):
+        registry(path)
 
 
 # --------------------------------------------------------------------------- the official MultiCoNER files

@@ -30,7 +30,7 @@ from typing import Optional
 
 import yaml
 
-from aclm.base.data import DataError, TaggedSentence, normalise_tags, read_conll
+from aclm.base.data import FORMATS, DataError, TaggedSentence, normalise_tags, read_conll
 from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
 
 ROOTS = ("data", "project", "absolute")
@@ -63,6 +63,8 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         if self.root not in ROOTS:
             raise TypeError(f"root {self.root!r} is not one of {ROOTS}")
+        if self.format not in FORMATS:
+            raise TypeError(f"format {self.format!r} is not one of {', '.join(FORMATS)}")
         if self.run_name is None:
             object.__setattr__(self, "run_name", self.name)
 
