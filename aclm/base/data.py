@@ -195,7 +195,6 @@ def read_text_lines(path: Path) -> list[str]:
     return split_lines(text)
 
 
-
 def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = None,
                allow_empty: bool = False) -> list[TaggedSentence]:
     """Read sentences from any supported layout, normalising the tags.
