@@ -3,6 +3,7 @@
 import pytest
 
 from aclm.base.config import ConfigError, config_hash, load_config
+from aclm.base.paths import PROJECT_ROOT
 
 
 def test_paper_profile_is_the_default():
@@ -67,6 +68,35 @@ def test_extra_config_file(tmp_path):
     extra = tmp_path / "mine.yaml"
     extra.write_text("inherits: []\nner:\n  epochs: 7\n")
     assert load_config(config_files=[str(extra)]).ner.epochs == 7
+
+
+PAPER = PROJECT_ROOT / "configs" / "profiles" / "paper.yaml"
+
+
+@pytest.mark.parametrize("text,given,where", [
+    ("method: aclm\n", [], "--config"),
+    ("profile: tiny\n", ["profile=mini"], "--config"),
+    (f"inherits: {PAPER}\nmethod: aclm\n", [], "profile"),
+    (f"inherits: {PAPER}\nprofile: tiny\n", [], "profile"),
+], ids=["config-method", "config-profile", "profile-method", "profile-profile"])
+def test_a_file_naming_another_profile_or_method_fails_naming_the_file(tmp_path, text, given, where):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(text)
+    key, value = text.splitlines()[-1].split(": ")
+    with pytest.raises(ConfigError) as err:
+        if where == "profile":
+            load_config([*given, f"profile={mine}"])
+        else:
+            load_config(given, [str(mine)])
+    assert str(err.value) == (f"{mine}: {key}: {value} is read from the command line only (it chooses the files "
+                              f"read); give {key}={value} there")
+
+
+def test_a_file_may_repeat_the_command_lines_profile_and_method(tmp_path):
+    dump = tmp_path / "dump.yaml"                        # as --print-config writes them
+    dump.write_text("profile: tiny\nmethod: aclm\nner: {epochs: 7}\n")
+    cfg = load_config(["profile=tiny", "method=aclm"], [str(dump)])
+    assert (cfg.profile, cfg.method, cfg.ner.epochs) == ("tiny", "aclm", 7)
 
 
 @pytest.mark.parametrize("overrides,message", [

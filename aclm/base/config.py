@@ -289,18 +289,29 @@ class ConfigError(ValueError):
     pass
 
 
-def _load_yaml_chain(path: Path, seen: tuple[Path, ...] = ()) -> DictConfig:
+def _load_yaml_chain(path: Path, chosen: dict[str, str], seen: tuple[Path, ...] = ()) -> DictConfig:
     """Load a YAML file after the files it ``inherits`` (a name or list of names)."""
     if not path.exists():
         raise ConfigError(f"config file not found: {path}")
     if path in seen:
         raise ConfigError(f"{path}: circular 'inherits'")
     node = OmegaConf.load(path)
+    _check_file(node, path, chosen)
     parents = node.pop("inherits", None) or []
     merged = OmegaConf.create()
     for parent in [parents] if isinstance(parents, str) else parents:
-        merged = OmegaConf.merge(merged, _load_yaml_chain(_resolve_config_file(parent, path.parent), seen + (path,)))
+        merged = OmegaConf.merge(merged, _load_yaml_chain(_resolve_config_file(parent, path.parent), chosen,
+                                                          seen + (path,)))
     return OmegaConf.merge(merged, node)
+
+
+def _check_file(node: DictConfig, path: Path, chosen: dict[str, str]) -> None:
+    """A file may repeat the command line's ``profile`` and ``method`` (a ``--print-config`` dump does), not
+    change them: they choose the files read, this one among them, so a value of its own would be dropped."""
+    for name, value in chosen.items():
+        if name in node and node[name] != value:
+            raise ConfigError(f"{path}: {name}: {node[name]} is read from the command line only (it chooses the "
+                              f"files read); give {name}={node[name]} there")
 
 
 def _resolve_config_file(name: str, base: Path = CONFIG_DIR) -> Path:
@@ -324,8 +335,9 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     profile = cli.get("profile", "paper")
     method = cli.get("method", "gold_only")
 
+    chosen = {"profile": profile, "method": method}
     cfg = OmegaConf.structured(Config)
-    profile_node = _load_yaml_chain(_resolve_config_file(profile, CONFIG_DIR / "profiles"))
+    profile_node = _load_yaml_chain(_resolve_config_file(profile, CONFIG_DIR / "profiles"), chosen)
     # a profile's per-method values win over the method file (e.g. the released code keeps entity-free ACLM output)
     per_method = profile_node.pop("method_overrides", None) or {}
     if method not in METHODS:
@@ -334,10 +346,11 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     if not method_file.exists():
         raise ConfigError(f"method {method!r} has no config file {method_file}")
     method_node = OmegaConf.load(method_file)
+    _check_file(method_node, method_file, chosen)
     with open_dict(cfg):  # a method's own section (one the schema does not know) comes from its file, untyped
         for key in [k for k in method_node if k not in cfg]:
             cfg[key] = method_node[key]
-    files = [_load_yaml_chain(_resolve_config_file(f)) for f in config_files or []]
+    files = [_load_yaml_chain(_resolve_config_file(f), chosen) for f in config_files or []]
     layers = [profile_node, method_node, per_method.get(method) or {}, *files, cli]
     try:
         for layer in layers:
