@@ -99,6 +99,14 @@ def test_a_file_may_repeat_the_command_lines_profile_and_method(tmp_path):
     assert (cfg.profile, cfg.method, cfg.ner.epochs) == ("tiny", "aclm", 7)
 
 
+def test_method_overrides_for_an_unknown_method_fail_naming_the_file(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"inherits: {PAPER}\nmethod_overrides:\n  aclm: {{ner: {{epochs: 3}}}}\n  acml: {{}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config([f"profile={mine}", "method=aclm"])
+    assert str(err.value).startswith(f"{mine}: method_overrides.acml: unknown method; known: gold_only, ")
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["ner.lr=fast"], "ner.lr"),
     (["nonsense=1"], "nonsense"),

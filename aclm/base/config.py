@@ -307,11 +307,16 @@ def _load_yaml_chain(path: Path, chosen: dict[str, str], seen: tuple[Path, ...] 
 
 def _check_file(node: DictConfig, path: Path, chosen: dict[str, str]) -> None:
     """A file may repeat the command line's ``profile`` and ``method`` (a ``--print-config`` dump does), not
-    change them: they choose the files read, this one among them, so a value of its own would be dropped."""
+    change them: they choose the files read, this one among them, so a value of its own would be dropped.
+    Its ``method_overrides`` name methods: a misspelt one would apply to no run."""
     for name, value in chosen.items():
         if name in node and node[name] != value:
             raise ConfigError(f"{path}: {name}: {node[name]} is read from the command line only (it chooses the "
                               f"files read); give {name}={node[name]} there")
+    for name in node.get("method_overrides") or {}:
+        if name not in METHODS:
+            raise ConfigError(f"{path}: method_overrides.{name}: unknown method; known: {', '.join(METHODS)} "
+                              f"(aclm/base/registry.py)")
 
 
 def _resolve_config_file(name: str, base: Path = CONFIG_DIR) -> Path:
