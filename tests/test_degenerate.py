@@ -55,7 +55,22 @@ def test_a_degenerate_value_fails_on_load_naming_its_key(overrides, key):
     assert message.startswith(key) and "\n" not in message, message
 
 
+@pytest.mark.parametrize("overrides,key", [
+    (["keywords.layers=abc"], "keywords.layers='abc': use last1, last4, all or a range like 8-11"),
+    (["keywords.layers=11-8"], "keywords.layers='11-8': a range runs from the lower layer to the higher"),
+    (["ner.layers=abc"], "ner.layers='abc': give all, or layer indices joined by commas"),
+    (["ner.layers=-1,,-2"], "ner.layers='-1,,-2'"),
+])
+def test_a_value_no_stage_can_read_fails_on_load_naming_its_key(overrides, key):
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides)
+    message = str(err.value)
+    assert message.startswith(key) and "\n" not in message, message
+
+
 @pytest.mark.parametrize("overrides", [
+    ["keywords.layers=0-0", "ner.layers=all"],
+    ["keywords.layers=all", "ner.layers=-1,-2,-3,-4"],
     ["keywords.p=0"],                                               # the paper's "ACLM only entity" rate
     ["gold=full"],
     ["generation.mixner.code_mixed_rounds=0"],                      # unused by mode=paper

@@ -465,6 +465,35 @@ def degenerate_values(cfg: DictConfig) -> str | None:
     return None
 
 
+#: ``keywords.layers``'s names, as (first, last) layer; a negative one counts from the end.
+NAMED_LAYERS = {"last1": (-1, -1), "last4": (-4, -1), "all": (0, -1)}
+
+
+def layer_span(spec: str) -> tuple[int, int]:
+    """``keywords.layers`` as its (first, last) layer, a negative one counted from the end: read on load, so
+    that a malformed spec fails before S1 trains, and by S2, which knows how many layers there are."""
+    if spec in NAMED_LAYERS:
+        return NAMED_LAYERS[spec]
+    try:
+        first, last = (int(part) for part in str(spec).split("-"))
+    except ValueError:
+        raise ConfigError(f"keywords.layers={spec!r}: use last1, last4, all or a range like 8-11") from None
+    if first > last:
+        raise ConfigError(f"keywords.layers={spec!r}: a range runs from the lower layer to the higher, like 8-11")
+    return first, last
+
+
+def _flair_layers(spec: str) -> bool:
+    """Whether flair reads ``ner.layers``: ``all``, or layer indices joined by commas (each read with ``int``)."""
+    if spec == "all":
+        return True
+    try:
+        [int(part) for part in spec.split(",")]
+    except ValueError:
+        return False
+    return True
+
+
 def validate(cfg: DictConfig) -> None:
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
@@ -485,6 +514,10 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"gold={cfg.gold!r}: give a number of sentences or 'full'")
     if not (cfg.splits.dev_size in (None, "gold") or isinstance(cfg.splits.dev_size, int)):
         raise ConfigError(f"splits.dev_size={cfg.splits.dev_size!r}: give a number, 'gold' or null")
+    layer_span(cfg.keywords.layers)
+    if not _flair_layers(cfg.ner.layers):
+        raise ConfigError(f"ner.layers={cfg.ner.layers!r}: give all, or layer indices joined by commas such as -1 "
+                          f"or -1,-2,-3,-4 (flair's form)")
     if not 0.0 <= cfg.keywords.p <= 1.0:
         raise ConfigError(f"keywords.p={cfg.keywords.p} must lie in [0, 1]")
     problem = degenerate_values(cfg)

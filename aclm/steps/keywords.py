@@ -30,7 +30,7 @@ import stopwordsiso
 import torch
 from tqdm.auto import tqdm
 
-from aclm.base.config import KeywordConfig
+from aclm.base.config import KeywordConfig, layer_span
 from aclm.base.data import TaggedSentence, bio_spans
 
 log = logging.getLogger(__name__)
@@ -102,17 +102,10 @@ def keyword_count(p: float, words: int, available: int) -> int:
 
 
 def layer_indices(spec: str, num_layers: int) -> list[int]:
-    """Layers named by ``last1``, ``last4``, ``all`` or an inclusive 0-based range ``"8-11"``."""
-    named = {"last1": num_layers - 1, "last4": num_layers - 4, "all": 0}
-    if spec in named:
-        first, last = named[spec], num_layers - 1
-    else:
-        try:
-            first, last = (int(part) for part in str(spec).split("-"))
-        except ValueError:
-            raise ValueError(f"layers={spec!r}: use last1, last4, all or a range like 8-11") from None
+    """The layers ``keywords.layers`` names (:func:`~aclm.base.config.layer_span`) in a model of ``num_layers``."""
+    first, last = (i + num_layers if i < 0 else i for i in layer_span(spec))
     if not 0 <= first <= last < num_layers:
-        raise ValueError(f"layers={spec!r} does not fit a model with {num_layers} layers")
+        raise ValueError(f"keywords.layers={spec!r} does not fit a model with {num_layers} layers")
     return list(range(first, last + 1))
 
 
