@@ -60,6 +60,8 @@ def test_a_degenerate_value_fails_on_load_naming_its_key(overrides, key):
     (["keywords.layers=11-8"], "keywords.layers='11-8': a range runs from the lower layer to the higher"),
     (["ner.layers=abc"], "ner.layers='abc': give all, or layer indices joined by commas"),
     (["ner.layers=-1,,-2"], "ner.layers='-1,,-2'"),
+    (["method=melm", "melm.code_mix=true", "melm.code_mix_languages=[sample/de,nope/xx]"],
+     "melm.code_mix_languages: unknown dataset 'nope/xx'"),
 ])
 def test_a_value_no_stage_can_read_fails_on_load_naming_its_key(overrides, key):
     with pytest.raises(ConfigError) as err:
@@ -136,6 +138,14 @@ def test_code_mixing_with_no_language_to_borrow_from_fails_the_check(folder):
     errors = check_setting(load_config(melm)).errors
     assert len(errors) == 1 and errors[0].startswith("melm.code_mix_languages=[] with melm.code_mix=true"), errors
     assert check_setting(load_config([*melm, "melm.code_mix_languages=[sample/de]"])).errors == []
+
+
+def test_code_mixing_from_the_gold_datas_own_language_fails_the_check(folder):
+    melm = ["profile=tiny", "method=melm", "melm.code_mix=true", f"dataset={folder}"]
+    errors = check_setting(load_config([*melm, "melm.code_mix_languages=[sample/de,sample/en]"])).errors
+    assert errors == [f"melm.code_mix_languages=[sample/de, sample/en] names sample/en, in 'en' like {folder}: "
+                      f"code-mixing borrows entities from other languages; name datasets in another language, "
+                      f"or melm.code_mix=false"]
 
 
 def test_a_dev_set_taken_from_train_is_a_warning(folder, caplog):

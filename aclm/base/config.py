@@ -506,6 +506,10 @@ def validate(cfg: DictConfig) -> None:
         problem = dataset_error(name)   # a registered name, or a folder holding the files
         if problem:
             raise ConfigError(problem)
+    for name in cfg.melm.code_mix_languages:
+        problem = dataset_error(str(name))
+        if problem:
+            raise ConfigError(f"melm.code_mix_languages: {problem}")
     try:
         set_language(cfg.dataset, cfg.language)
     except ValueError as err:

@@ -11,7 +11,8 @@ errors
     project's that was not built (naming the make target that builds it), or
     a model that is neither a folder nor in the Hugging Face cache while the
     hub cannot be reached (one quick probe, not transformers' retries); MELM's
-    code-mixing with no other language to borrow from; a tag
+    code-mixing with no other language to borrow from, or borrowing from the
+    gold data's own; a tag
     whose case is not canonical (``b-per``: as the other spelling
     of ``B-PER`` it is almost always a mistake; the message says how to
     accept it); two types that differ only in case (``PER``, ``per``); an
@@ -210,16 +211,26 @@ def innermost(err: BaseException) -> BaseException:
 
 
 def code_mix_problem(cfg: DictConfig) -> str | None:
-    """MELM's code-mixing on one language with no other to borrow from: it would run without code-mixing."""
+    """MELM's code-mixing on one language with no other to borrow from (it would run without code-mixing), or
+    borrowing from the gold data's own language (MELM would fail once S1 had trained)."""
     from aclm.base import registry
 
-    if "melm" not in registry.get(cfg.method).keys or not cfg.melm.code_mix or cfg.melm.code_mix_languages:
+    if "melm" not in registry.get(cfg.method).keys or not cfg.melm.code_mix:
         return None
-    if get_spec(cfg.dataset).union:     # a union borrows from its own languages
+    spec = get_spec(cfg.dataset)
+    if spec.union:                      # a union borrows from its own languages
         return None
-    return (f"melm.code_mix_languages=[] with melm.code_mix=true on {cfg.dataset} (one language) borrows from none, "
-            f"and MELM would run without code-mixing; name the datasets to borrow from (e.g. [conll2003/de]), "
-            f"or melm.code_mix=false")
+    names = list(cfg.melm.code_mix_languages)
+    if not names:
+        return (f"melm.code_mix_languages=[] with melm.code_mix=true on {cfg.dataset} (one language) borrows from "
+                f"none, and MELM would run without code-mixing; name the datasets to borrow from (e.g. "
+                f"[conll2003/de]), or melm.code_mix=false")
+    own = [name for name in names if get_spec(name).language == spec.language]
+    if own:
+        return (f"melm.code_mix_languages=[{', '.join(names)}] names {', '.join(own)}, in {spec.language!r} like "
+                f"{cfg.dataset}: code-mixing borrows entities from other languages; name datasets in another "
+                f"language, or melm.code_mix=false")
+    return None
 
 
 def sample_problems(cfg: DictConfig, counts: dict[str, int]) -> tuple[list[str], list[str]]:
