@@ -62,8 +62,13 @@ def test_a_degenerate_value_fails_on_load_naming_its_key(overrides, key):
     (["ner.layers=-1,,-2"], "ner.layers='-1,,-2'"),
     (["method=melm", "melm.code_mix=true", "melm.code_mix_languages=[sample/de,nope/xx]"],
      "melm.code_mix_languages: unknown dataset 'nope/xx'"),
+    (["setting_variant=../../x"], "setting_variant='../../x' names a folder inside the run"),
+    (["variant=a/b"], "variant='a/b'"),
+    (["variant=a\\b"], "variant='a\\\\b'"),
+    (["setting_variant=x..y"], "setting_variant='x..y'"),
+    (["variant=' '"], "variant=' '"),
 ])
-def test_a_value_no_stage_can_read_fails_on_load_naming_its_key(overrides, key):
+def test_a_value_the_run_cannot_use_fails_on_load_naming_its_key(overrides, key):
     with pytest.raises(ConfigError) as err:
         load_config(overrides)
     message = str(err.value)

@@ -514,6 +514,11 @@ def validate(cfg: DictConfig) -> None:
         set_language(cfg.dataset, cfg.language)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    for key in ("variant", "setting_variant"):      # a folder's name in the run tree: seed<S>@<...>, <method>@<...>
+        name = cfg[key]
+        if name and (not name.strip() or any(part in name for part in ("/", "\\", ".."))):
+            raise ConfigError(f"{key}={name!r} names a folder inside the run: give a name without /, \\ or .., "
+                              f"and not blank ('' for none)")
     if not (isinstance(cfg.gold, int) or cfg.gold == "full"):
         raise ConfigError(f"gold={cfg.gold!r}: give a number of sentences or 'full'")
     if not (cfg.splits.dev_size in (None, "gold") or isinstance(cfg.splits.dev_size, int)):
