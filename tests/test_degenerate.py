@@ -47,6 +47,10 @@ PROFILES = sorted(p.stem for p in (PROJECT_ROOT / "configs" / "profiles").glob("
     (["generation.mixner.mode=code", "generation.mixner.code_mixed_rounds=0"],
      "generation.mixner.code_mixed_rounds=0 with generation.mixner.mode=code"),
     (["generation.mixner.gamma_sigma=0"], "generation.mixner.gamma_sigma=0.0 with generation.mixner.beta=0.7"),
+    (["seed=-1"], "seed=-1: numpy's generators take a seed from 0 to 2**32 - 1"),
+    (["seed=4294967296"], "seed=4294967296"),
+    (["splits.seed=-1"], "splits.seed=-1"),
+    (["lwtr.replay_seed=-26"], "lwtr.replay_seed=-26"),
 ])
 def test_a_degenerate_value_fails_on_load_naming_its_key(overrides, key):
     with pytest.raises(ConfigError) as err:
@@ -84,6 +88,7 @@ def test_a_value_the_run_cannot_use_fails_on_load_naming_its_key(overrides, key)
     ["generation.mixner.gamma_sigma=0", "generation.mixner.beta=0.3"],   # always mixes
     ["method=melm", "melm.code_mix=true", "dataset=conll/multi"],   # a union borrows from its own languages
     ["ner.schedule=linear", "ner.min_lr=0.1"],                      # the floor is annealing's only
+    ["seed=0", "splits.seed=4294967295"],                           # numpy's whole range
 ])
 def test_values_that_only_look_degenerate_load(overrides):
     load_config(overrides)

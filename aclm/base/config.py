@@ -391,8 +391,8 @@ def _at_least_1(value: Any) -> bool:
     return value >= 1
 
 
-#: Values that would make a run do nothing, or silently run another method (rejected on load):
-#: (keys, whether a value is allowed, why not and what is).
+#: Values that would make a run do nothing, silently run another method, or fail once it has begun (rejected
+#: on load): (keys, whether a value is allowed, why not and what is).
 LIMITS: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str], ...] = (
     (("gold",), lambda v: v == "full" or v >= 1, "a sample holds 1 sentence or more; give 1 or more, or 'full'"),
     (("generation.rounds", "mulda.rounds", "melm.rounds"), _at_least_1,
@@ -433,6 +433,8 @@ LIMITS: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str], ...] = (
      "0 would read as the full dev set; give 1 or more, 'gold', or null (the full dev set)"),
     (("splits.sizes",), lambda v: all(isinstance(n, int) and n >= 1 for n in v),
      "each sample holds 1 sentence or more"),
+    (("seed", "splits.seed", "lwtr.replay_seed"), lambda v: 0 <= v < 2**32,
+     "numpy's generators take a seed from 0 to 2**32 - 1 (4294967295); give one there"),
 )
 
 #: Values degenerate only beside another key's: (key, whether the combination is degenerate, why and what to
