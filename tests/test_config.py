@@ -1,5 +1,8 @@
 """Config composition, overrides and validation."""
 
+import subprocess
+import sys
+
 import pytest
 
 from aclm.base.config import ConfigError, config_hash, load_config
@@ -105,6 +108,30 @@ def test_method_overrides_for_an_unknown_method_fail_naming_the_file(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config([f"profile={mine}", "method=aclm"])
     assert str(err.value).startswith(f"{mine}: method_overrides.acml: unknown method; known: gold_only, ")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("ner:\n  epochs: [1\nseed: 2\n",
+     "{path}:3: not valid YAML: did not find expected ',' or ']' (while parsing a flow sequence)"),
+    ("- ner\n- seed\n", "{path}: the top level is a list; a config file maps keys to values (ner: {{epochs: 3}})"),
+], ids=["syntax", "list"])
+@pytest.mark.parametrize("where", ["profile", "--config"])
+def test_a_malformed_file_fails_in_one_line_naming_it(tmp_path, text, message, where):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config([f"profile={mine}"]) if where == "profile" else load_config(config_files=[str(mine)])
+    assert str(err.value) == message.format(path=mine)
+
+
+def test_a_yaml_syntax_error_is_one_line_on_the_command_line(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("ner: {epochs: 3\n")
+    proc = subprocess.run([sys.executable, "scripts/check_data.py", "--config", str(mine)], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (f"check_data.py: error: {mine}:2: not valid YAML: did not find "
+                                                    f"expected ',' or '}}' (while parsing a flow mapping)")
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+import yaml
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf, open_dict
 
 from aclm.base.datasets import dataset_error, set_language
@@ -295,7 +296,7 @@ def _load_yaml_chain(path: Path, chosen: dict[str, str], seen: tuple[Path, ...] 
         raise ConfigError(f"config file not found: {path}")
     if path in seen:
         raise ConfigError(f"{path}: circular 'inherits'")
-    node = OmegaConf.load(path)
+    node = _load_yaml(path)
     _check_file(node, path, chosen)
     parents = node.pop("inherits", None) or []
     merged = OmegaConf.create()
@@ -303,6 +304,21 @@ def _load_yaml_chain(path: Path, chosen: dict[str, str], seen: tuple[Path, ...] 
         merged = OmegaConf.merge(merged, _load_yaml_chain(_resolve_config_file(parent, path.parent), chosen,
                                                           seen + (path,)))
     return OmegaConf.merge(merged, node)
+
+
+def _load_yaml(path: Path) -> DictConfig:
+    """One config file, keys and their values; a YAML syntax error names the file and line, in one line."""
+    try:
+        node = OmegaConf.load(path)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        context = getattr(err, "context", None)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}"
+                          f"{f' ({context})' if context else ''}") from None
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"{path}: the top level is a list; a config file maps keys to values (ner: {{epochs: 3}})")
+    return node
 
 
 def _check_file(node: DictConfig, path: Path, chosen: dict[str, str]) -> None:
@@ -350,7 +366,7 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     method_file = METHODS[method].yaml
     if not method_file.exists():
         raise ConfigError(f"method {method!r} has no config file {method_file}")
-    method_node = OmegaConf.load(method_file)
+    method_node = _load_yaml(method_file)
     _check_file(method_node, method_file, chosen)
     with open_dict(cfg):  # a method's own section (one the schema does not know) comes from its file, untyped
         for key in [k for k in method_node if k not in cfg]:
