@@ -335,6 +335,12 @@ def _check_file(node: DictConfig, path: Path, chosen: dict[str, str]) -> None:
                               f"(aclm/base/registry.py)")
 
 
+def read_config_file(name: str, chosen: Optional[dict[str, str]] = None) -> DictConfig:
+    """A ``--config`` file as :func:`load_config` merges it, after the files it inherits; ``chosen``: the command
+    line's profile and method, which the files may repeat but not change."""
+    return _load_yaml_chain(_resolve_config_file(name), chosen or {})
+
+
 def _resolve_config_file(name: str, base: Path = CONFIG_DIR) -> Path:
     candidate = Path(name)
     if candidate.suffix not in (".yaml", ".yml"):
@@ -371,7 +377,7 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     with open_dict(cfg):  # a method's own section (one the schema does not know) comes from its file, untyped
         for key in [k for k in method_node if k not in cfg]:
             cfg[key] = method_node[key]
-    files = [_load_yaml_chain(_resolve_config_file(f), chosen) for f in config_files or []]
+    files = [read_config_file(f, chosen) for f in config_files or []]
     layers = [profile_node, method_node, per_method.get(method) or {}, *files, cli]
     try:
         for layer in layers:

@@ -25,7 +25,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import _load_yaml_chain, _resolve_config_file, config_hash, flatten, load_config, to_dict
+from aclm.base.config import config_hash, flatten, load_config, read_config_file, to_dict
 from aclm.base.datasets import set_language
 from aclm.run import layout
 from aclm.run.chain import chain
@@ -41,7 +41,7 @@ def overridden_keys(overrides: Sequence[str], config_files: Sequence[str] = ()) 
     """The dotted keys the command line and the extra files (with the files they inherit) set."""
     keys = {word.split("=", 1)[0] for word in overrides}
     for path in config_files:
-        keys.update(flatten(to_dict(_load_yaml_chain(_resolve_config_file(path)))))
+        keys.update(flatten(to_dict(read_config_file(path))))
     return sorted(k for k in keys if k.split(".")[0] not in COORDINATES)
 
 
