@@ -73,6 +73,18 @@ def test_extra_config_file(tmp_path):
     assert load_config(config_files=[str(extra)]).ner.epochs == 7
 
 
+def test_a_wrong_key_or_value_fails_in_one_line_naming_where_it_was_given(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("ner:\n  epoch: 7\n")
+    with pytest.raises(ConfigError) as err:
+        load_config([], [str(mine)])
+    assert str(err.value) == f"{mine}: ner.epoch: Key 'epoch' not in 'NERConfig'. Did you mean: 'epochs'?"
+    with pytest.raises(ConfigError) as err:
+        load_config(["ner.epochs=abc"])
+    assert str(err.value) == ("the command line: ner.epochs: Value 'abc' of type 'str' could not be converted to "
+                              "Integer")
+
+
 PAPER = PROJECT_ROOT / "configs" / "profiles" / "paper.yaml"
 
 

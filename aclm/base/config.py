@@ -364,7 +364,8 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
 
     chosen = {"profile": profile, "method": method}
     cfg = OmegaConf.structured(Config)
-    profile_node = _load_yaml_chain(_resolve_config_file(profile, CONFIG_DIR / "profiles"), chosen)
+    profile_file = _resolve_config_file(profile, CONFIG_DIR / "profiles")
+    profile_node = _load_yaml_chain(profile_file, chosen)
     # a profile's per-method values win over the method file (e.g. the released code keeps entity-free ACLM output)
     per_method = profile_node.pop("method_overrides", None) or {}
     if method not in METHODS:
@@ -378,18 +379,27 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
         for key in [k for k in method_node if k not in cfg]:
             cfg[key] = method_node[key]
     files = [read_config_file(f, chosen) for f in config_files or []]
-    layers = [profile_node, method_node, per_method.get(method) or {}, *files, cli]
-    try:
-        for layer in layers:
+    layers = {f"{profile_file} (or a file it inherits)": profile_node, str(method_file): method_node,
+              f"{profile_file}: method_overrides.{method}": per_method.get(method) or {},
+              **{str(name): node for name, node in zip(config_files or [], files)}, "the command line": cli}
+    for source, layer in layers.items():
+        try:
             cfg = OmegaConf.merge(cfg, layer)
-    except Exception as err:  # omegaconf's messages name the key; keep them
-        raise ConfigError(f"invalid configuration: {err}") from None
+        except Exception as err:
+            raise ConfigError(merge_error(err, source)) from None
     cfg.profile, cfg.method = profile, method
     if not any("gold" in layer for layer in (*files, cli)):
         whole_folder(cfg)
     read_off(cfg)
     validate(cfg)
     return cfg
+
+
+def merge_error(err: Exception, source: str) -> str:
+    """omegaconf's complaint about a value of ``source`` in one line: where, which key, what is wrong (and for a
+    misspelt key, omegaconf's guess)."""
+    key = getattr(err, "full_key", None)
+    return f"{source}: {key + ': ' if key else ''}{str(err).splitlines()[0]}"
 
 
 def whole_folder(cfg: DictConfig) -> None:
