@@ -158,6 +158,15 @@ def test_code_mixing_from_the_gold_datas_own_language_fails_the_check(folder):
                       f"or melm.code_mix=false"]
 
 
+def test_attention_layers_past_the_encoders_fail_the_check(tiny_models, folder):
+    aclm = ["profile=tiny", "method=aclm", f"dataset={folder}"]        # the tiny encoder has 12 layers
+    errors = check_setting(load_config([*aclm, "keywords.layers=10-13"])).errors
+    assert errors == ["keywords.layers='10-13' does not fit a model with 12 layers: ner.model=models/tiny/xlm-roberta, "
+                      "whose attention S2 reads"]
+    assert check_setting(load_config([*aclm, "keywords.layers=8-11"])).errors == []
+    assert check_setting(load_config([*aclm[:1], f"dataset={folder}", "keywords.layers=10-13"])).errors == []  # Gold-only
+
+
 def test_a_dev_set_taken_from_train_is_a_warning(folder, caplog):
     (folder / "dev.conll").unlink()
     n = len(read_conll(folder / "train.conll"))

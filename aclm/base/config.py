@@ -517,6 +517,15 @@ def layer_span(spec: str) -> tuple[int, int]:
     return first, last
 
 
+def layer_indices(spec: str, num_layers: int) -> list[int]:
+    """The layers ``keywords.layers`` names (:func:`layer_span`) in a model of ``num_layers``: S2 reads them,
+    and the data check holds the spec to the encoder before S1 trains."""
+    first, last = (i + num_layers if i < 0 else i for i in layer_span(spec))
+    if not 0 <= first <= last < num_layers:
+        raise ValueError(f"keywords.layers={spec!r} does not fit a model with {num_layers} layers")
+    return list(range(first, last + 1))
+
+
 def _flair_layers(spec: str) -> bool:
     """Whether flair reads ``ner.layers``: ``all``, or layer indices joined by commas (each read with ``int``)."""
     if spec == "all":

@@ -44,7 +44,7 @@ from typing import Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import ConfigError, model_path
+from aclm.base.config import ConfigError, layer_indices, model_path
 from aclm.base.data import DataError, TaggedSentence, read_conll
 from aclm.base.datasets import get_spec, resolve_data_dir
 from aclm.run.gold import member_config, sample_source, test_names, wanted_dev_size
@@ -364,6 +364,30 @@ def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) 
             f"{n} sub-tokens"]
 
 
+def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str | None:
+    """``keywords.layers`` against the encoder whose attention S2 reads (``ner.model``): a range past its
+    layers would stop the run at S2, after S1 has trained.  A model that does not load is said elsewhere."""
+    from aclm.base import registry
+    from aclm.steps.keywords import NEEDS_ATTENTION
+
+    if registry.get(cfg.method).generation != "aclm" or cfg.keywords.selection not in NEEDS_ATTENTION:
+        return None
+    if reads is not None and not any(r == "keywords" or r.startswith("keywords.") for r in reads):
+        return None
+    from transformers import AutoConfig
+
+    path = model_path(cfg.ner.model)
+    try:
+        layers = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir() or in_hub_cache(path))
+    except (OSError, ValueError):
+        return None
+    try:
+        layer_indices(cfg.keywords.layers, layers.num_hidden_layers)
+    except ValueError as err:
+        return f"{err}: ner.model={cfg.ner.model}, whose attention S2 reads"
+    return None
+
+
 # --- the check ---------------------------------------------------------------------------------
 
 def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report:
@@ -373,6 +397,9 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
     code_mix = code_mix_problem(cfg)
     if code_mix:
         report.errors.append(code_mix)
+    layers = None if "ner.model" in models else layers_problem(cfg, reads)
+    if layers:
+        report.errors.append(layers)
     try:
         files = setting_files(cfg)
     except (DataError, KeyError) as err:

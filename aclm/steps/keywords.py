@@ -30,7 +30,7 @@ import stopwordsiso
 import torch
 from tqdm.auto import tqdm
 
-from aclm.base.config import KeywordConfig, layer_span
+from aclm.base.config import KeywordConfig, layer_indices
 from aclm.base.data import TaggedSentence, bio_spans
 
 log = logging.getLogger(__name__)
@@ -99,14 +99,6 @@ def keyword_count(p: float, words: int, available: int) -> int:
 
 
 # --------------------------------------------------------------------------- attention maps
-
-
-def layer_indices(spec: str, num_layers: int) -> list[int]:
-    """The layers ``keywords.layers`` names (:func:`~aclm.base.config.layer_span`) in a model of ``num_layers``."""
-    first, last = (i + num_layers if i < 0 else i for i in layer_span(spec))
-    if not 0 <= first <= last < num_layers:
-        raise ValueError(f"keywords.layers={spec!r} does not fit a model with {num_layers} layers")
-    return list(range(first, last + 1))
 
 
 def _as_group_ids(ids: WordIds | torch.Tensor) -> torch.Tensor:
