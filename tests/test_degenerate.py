@@ -167,6 +167,19 @@ def test_attention_layers_past_the_encoders_fail_the_check(tiny_models, folder):
     assert check_setting(load_config([*aclm[:1], f"dataset={folder}", "keywords.layers=10-13"])).errors == []  # Gold-only
 
 
+def test_a_gold_sample_without_a_type_its_test_set_has_fails_the_check(tmp_path):
+    mine = tmp_path / "rare"
+    mine.mkdir()
+    people = "".join(f"anna{i}\tB-PER\nsang\tO\n\n" for i in range(50))
+    (mine / "train.conll").write_text(people + "in\tO\nrome\tB-LOC\n\n" * 3)
+    (mine / "dev.conll").write_text("bob\tB-PER\nran\tO\n\n")
+    (mine / "test.conll").write_text("bob\tB-PER\nin\tO\nparis\tB-LOC\n\n")
+    small = check_setting(load_config(["profile=tiny", f"dataset={mine}", "gold=5"])).errors
+    assert small == [f"the gold sample (gold=5, splits.seed=1) has no LOC entities, which test set {str(mine)!r} has: "
+                     f"the tagger could never predict them; give a larger gold= or another splits.seed"]
+    assert check_setting(load_config(["profile=tiny", f"dataset={mine}", "gold=40"])).errors == []
+
+
 def test_a_dev_set_taken_from_train_is_a_warning(folder, caplog):
     (folder / "dev.conll").unlink()
     n = len(read_conll(folder / "train.conll"))

@@ -326,6 +326,23 @@ def unseen_test_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
     return errors
 
 
+def sample_lacks_test_types(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
+    """The types the gold sample S0 will draw lacks and a test set has: its tagger could never predict them, and
+    scoring would refuse the test set after all the training (a rare type a small stratified sample missed).
+    The sample is drawn here as S0 draws it: a second or less."""
+    from aclm.run.gold import gold_data
+
+    sampled = {etype for s in gold_data(cfg)[0] for etype in s.entity_types}
+    tested = {etype: role.removesuffix(" test") for role, found in read.items() if role.endswith(" test")
+              for s in found for etype in s.entity_types}
+    missing = sorted(set(tested) - sampled)
+    if not missing:
+        return []
+    return [f"the gold sample (gold={cfg.gold}, splits.seed={cfg.splits.seed}) has no {', '.join(missing)} "
+            f"entities, which test set {tested[missing[0]]!r} has: the tagger could never predict them; "
+            f"give a larger gold= or another splits.seed"]
+
+
 def rare_types(sentences: Sequence[TaggedSentence], minimum: int) -> list[str]:
     """Types found in fewer than ``minimum`` sentences (over every file the setting reads)."""
     counts: Counter = Counter(etype for s in sentences for etype in s.entity_types)
@@ -430,6 +447,8 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
     trains = [role for role in files if role.endswith(" train")]
     if trains and all(role in read for role in trains):
         report.errors += unseen_test_types(read)
+    if not report.errors:
+        report.errors += sample_lacks_test_types(cfg, read)
     report.warnings += warnings
     if "ner.model" not in models:
         report.warnings += long_sentences(sentences, cfg.ner.model, cfg.keywords.max_subtokens)
