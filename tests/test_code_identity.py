@@ -206,3 +206,19 @@ def test_code_edited_while_a_stage_runs_is_never_stamped(fast, tmp_path, monkeyp
     with pytest.raises(CodeEdited, match=r"aclm/run/gold.py.* changed on disk while this process ran it"):
         run_method(cfg)
     assert not list(tmp_path.rglob(STAMP))
+
+
+def test_a_file_edited_while_running_counts_only_when_its_code_changed(monkeypatch):
+    import aclm.steps.templates  # noqa: F401  (the module must have run in this process)
+
+    name, path = "aclm.steps.templates", PROJECT_ROOT / "aclm" / "steps" / "templates.py"
+    changed = path.stat().st_mtime_ns
+    monkeypatch.setattr(provenance, "LOADED_NS", changed - 1)           # the file changed after the process loaded
+    digest = provenance._module_facts(name, changed)[0]
+    code = {f"{name}": digest}
+    monkeypatch.setitem(provenance._FIRST_READ, name, (changed - 2, digest))      # read before: the same code
+    assert provenance.edited_while_running(code) == []
+    monkeypatch.setitem(provenance._FIRST_READ, name, (changed - 2, "other code"))
+    assert provenance.edited_while_running(code) == ["aclm/steps/templates.py"]
+    monkeypatch.setitem(provenance._FIRST_READ, name, (changed, digest))          # first read after the change
+    assert provenance.edited_while_running(code) == ["aclm/steps/templates.py"]

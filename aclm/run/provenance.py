@@ -114,8 +114,15 @@ def _imported(tree: ast.AST, package: str) -> Iterable[str]:
                 yield name
 
 
+#: Each project module's digest as this process first read it, with the file's modification time then.
+_FIRST_READ: dict[str, tuple[int, str]] = {}
+
+
 def _module_digest(name: str) -> tuple[str, frozenset[str]]:
-    return _module_facts(name, _module_file(name).stat().st_mtime_ns)
+    mtime = _module_file(name).stat().st_mtime_ns
+    facts = _module_facts(name, mtime)
+    _FIRST_READ.setdefault(name, (mtime, facts[0]))
+    return facts
 
 
 def _function_source(fn: Callable) -> str:
@@ -181,18 +188,25 @@ def code_digests(build: Callable, modules: Iterable[str] = ()) -> dict[str, str]
             continue
         digests[name], imports = _module_digest(name)
         pending_modules |= imports - digests.keys()
+    for key in digests:                 # the builder's own module, read whole once: see edited_while_running
+        _module_digest(key.partition(":")[0])
     return dict(sorted(digests.items()))
 
 
 def edited_while_running(code: Mapping[str, str]) -> list[str]:
     """The files of the modules in ``code`` (a stage's digests, taken from the files on disk) that this
-    process has imported and that changed on disk since it loaded the project: the code that ran is then not
-    the code the digests name, and a stamp would pass one for the other."""
+    process has imported and whose code changed on disk since it loaded the project: the code that ran is then
+    not the code the digests name, and a stamp would pass one for the other.  A file whose only changes are
+    comments, docstrings or layout is not one, when this process read it before the change."""
     edited = []
     for name in sorted({key.partition(":")[0] for key in code}):
         path = _source_file(name) if name in sys.modules else None
-        if path is not None and path.stat().st_mtime_ns > LOADED_NS:
-            edited.append(str(path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path))
+        if path is None or path.stat().st_mtime_ns <= LOADED_NS:
+            continue
+        first = _FIRST_READ.get(name)
+        if first and first[0] <= LOADED_NS and first[1] == _module_digest(name)[0]:
+            continue
+        edited.append(str(path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path))
     return edited
 
 
