@@ -20,8 +20,9 @@ errors
     ``configs/datasets.yaml``); a type found in fewer than
     ``data_check.min_type_sentences`` sentences of all the files together
     (``B-PRE`` once among 20,000 sentences is a typo, not a type); a type
-    of a test set that no training file has (the tagger could never
-    predict it);
+    of a test set that no training file has, or that the gold sample S0
+    will draw lacks (the tagger could never predict it); ``keywords.layers``
+    beyond the layers of the encoder whose attention S2 reads;
 warnings
     ``I-`` tags opening an entity (IOB1, read as ``B-``); sentences longer
     than the encoder's sub-token limit, with how many are cut; a dataset
