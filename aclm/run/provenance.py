@@ -188,8 +188,9 @@ def code_digests(build: Callable, modules: Iterable[str] = ()) -> dict[str, str]
             continue
         digests[name], imports = _module_digest(name)
         pending_modules |= imports - digests.keys()
-    for key in digests:                 # the builder's own module, read whole once: see edited_while_running
-        _module_digest(key.partition(":")[0])
+    for module in {key.partition(":")[0] for key in digests}:
+        if _is_project(module):     # the builder's own module too, read whole once (edited_while_running)
+            _module_digest(module)
     return dict(sorted(digests.items()))
 
 
@@ -200,7 +201,7 @@ def edited_while_running(code: Mapping[str, str]) -> list[str]:
     comments, docstrings or layout is not one, when this process read it before the change."""
     edited = []
     for name in sorted({key.partition(":")[0] for key in code}):
-        path = _source_file(name) if name in sys.modules else None
+        path = _source_file(name) if name in sys.modules and _is_project(name) else None
         if path is None or path.stat().st_mtime_ns <= LOADED_NS:
             continue
         first = _FIRST_READ.get(name)
