@@ -209,9 +209,9 @@ def test_code_edited_while_a_stage_runs_is_never_stamped(fast, tmp_path, monkeyp
 
 
 def test_a_file_edited_while_running_counts_only_when_its_code_changed(monkeypatch):
-    import aclm.steps.templates  # noqa: F401  (the module must have run in this process)
+    from aclm.steps import templates              # the module must have run in this process
 
-    name, path = "aclm.steps.templates", PROJECT_ROOT / "aclm" / "steps" / "templates.py"
+    name, path = templates.__name__, Path(templates.__file__)
     changed = path.stat().st_mtime_ns
     monkeypatch.setattr(provenance, "LOADED_NS", changed - 1)           # the file changed after the process loaded
     digest = provenance._module_facts(name, changed)[0]
