@@ -499,6 +499,9 @@ def degenerate_values(cfg: DictConfig) -> str | None:
     return None
 
 
+#: The ``keywords.selection`` modes that read S1's attention (S2 runs the tagger for them; the data check holds
+#: ``keywords.layers`` to its encoder).
+NEEDS_ATTENTION = ("attention", "random")
 #: ``keywords.layers``'s names, as (first, last) layer; a negative one counts from the end.
 NAMED_LAYERS = {"last1": (-1, -1), "last4": (-4, -1), "all": (0, -1)}
 

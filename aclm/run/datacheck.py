@@ -45,7 +45,7 @@ from typing import Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import ConfigError, layer_indices, model_path
+from aclm.base.config import NEEDS_ATTENTION, ConfigError, layer_indices, model_path
 from aclm.base.data import DataError, TaggedSentence, read_conll
 from aclm.base.datasets import get_spec, resolve_data_dir
 from aclm.run.gold import member_config, sample_source, test_names, wanted_dev_size
@@ -386,7 +386,6 @@ def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str |
     """``keywords.layers`` against the encoder whose attention S2 reads (``ner.model``): a range past its
     layers would stop the run at S2, after S1 has trained.  A model that does not load is said elsewhere."""
     from aclm.base import registry
-    from aclm.steps.keywords import NEEDS_ATTENTION
 
     if registry.get(cfg.method).generation != "aclm" or cfg.keywords.selection not in NEEDS_ATTENTION:
         return None

@@ -30,13 +30,12 @@ import stopwordsiso
 import torch
 from tqdm.auto import tqdm
 
-from aclm.base.config import KeywordConfig, layer_indices
+from aclm.base.config import NEEDS_ATTENTION, KeywordConfig, layer_indices
 from aclm.base.data import TaggedSentence, bio_spans
 
 log = logging.getLogger(__name__)
 
 SELECTIONS = ("attention", "random", "random_released", "none")
-NEEDS_ATTENTION = ("attention", "random")
 #: The ten MultiCoNER languages, whose stop-word lists the released code joined into one.
 MULTICONER_LANGUAGES = ("en", "bn", "hi", "de", "es", "ko", "nl", "ru", "tr", "zh")
 _ASCII_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
