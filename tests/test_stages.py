@@ -121,3 +121,63 @@ def test_nothing_is_pruned_while_planning(tmp_path):
     with planning():
         assert prune(tmp_path / "train") == 0
     assert (tmp_path / "train" / "best-model.pt").exists()
+
+
+# --- a hub model is its cached snapshot ---------------------------------------------------------------------------
+
+def cached_snapshot(cache, repo, commit):
+    """Lay out ``repo`` in a Hugging Face cache as a download of ``commit`` on its default branch leaves it."""
+    folder = cache / ("models--" + repo.replace("/", "--"))
+    (folder / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
+    (folder / "snapshots" / commit / "config.json").write_text("{}")
+    (folder / "refs").mkdir(exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def test_a_newer_download_of_a_hub_model_reruns_the_stage_reading_it(tmp_path, hub_cache):
+    from aclm.run.stages import model_folders
+
+    config = {"ner": {"model": "org/encoder"}}
+    cached_snapshot(hub_cache, "org/encoder", "a" * 40)
+    assert model_folders(config) == {"model ner.model": {"hub revision": "a" * 40}}
+    calls = []
+    assert run_stage("s", tmp_path / "s", config, [], writer(calls), reads=model_folders(config))
+    assert not run_stage("s", tmp_path / "s", config, [], writer(calls), reads=model_folders(config))
+    cached_snapshot(hub_cache, "org/encoder", "b" * 40)       # the same name, downloaded again after an update
+    with planning(), pytest.raises(Exception, match="changed: model ner.model"):
+        run_stage("s", tmp_path / "s", config, [], writer(calls), reads=model_folders(config))
+    assert run_stage("s", tmp_path / "s", config, [], writer(calls), reads=model_folders(config))
+    assert len(calls) == 2
+
+
+def test_a_hub_model_the_stage_downloads_is_stamped_with_what_it_read(tmp_path, hub_cache):
+    from aclm.run.stages import model_folders
+
+    config = {"generator": {"model": "org/generator"}}
+    calls = []
+
+    def downloading(tmp):                  # as from_pretrained does on its first call with a network
+        cached_snapshot(hub_cache, "org/generator", "c" * 40)
+        return writer(calls)(tmp)
+
+    assert model_folders(config) == {"model generator.model": {"hub revision": None}}
+    assert run_stage("s", tmp_path / "s", config, [], downloading, reads=model_folders(config))
+    stamped = read_json(tmp_path / "s" / STAMP)["identity"]["reads"]
+    assert stamped == {"model generator.model": {"hub revision": "c" * 40}}
+    assert not run_stage("s", tmp_path / "s", config, [], writer(calls), reads=model_folders(config))
+
+
+def test_a_path_that_is_no_hub_id_is_not_taken_for_a_hub_model(tmp_path, hub_cache):
+    from aclm.run.stages import model_folders
+
+    assert model_folders({"ner": {"model": "models/mini/no-such-folder"}}) == {}

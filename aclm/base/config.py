@@ -596,6 +596,28 @@ def model_path(name: str) -> str:
     return str(local) if not Path(name).is_absolute() and local.exists() else name
 
 
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` can be a hub repository (``org/name``), as opposed to a path only."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def hub_revision(name: str) -> str | None:
+    """The commit of hub model ``name`` that a load without a revision reads from the local Hugging Face cache
+    (the snapshot its default branch points at), or None where it is not downloaded or ``name`` is no hub id."""
+    from huggingface_hub import try_to_load_from_cache
+
+    if not is_hub_id(name):
+        return None
+    found = try_to_load_from_cache(name, "config.json")     # every model has one: .../snapshots/<commit>/config.json
+    return Path(found).parent.name if isinstance(found, str) else None
+
+
 def package_folder(spec: str) -> Path:
     """``package/sub/folder`` -> that folder inside the installed package; a clear error when it is absent."""
     import importlib.util

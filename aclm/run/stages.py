@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base import tensorboard
-from aclm.base.config import config_hash, flatten, model_path, to_dict
+from aclm.base.config import config_hash, flatten, hub_revision, is_hub_id, model_path, to_dict
 from aclm.base.datasets import resolve_data_dir
 from aclm.base.io import atomic_dir, read_json, sha256_path, write_json
 from aclm.base.runtime import PeakMemory, RunError, check_interrupted
@@ -164,9 +164,12 @@ def identity(config: Any, inputs: Sequence[Path], roots: Sequence[Path] = (), co
 
 
 def model_folders(config: Mapping[str, Any]) -> dict[str, dict]:
-    """The local model folders a stage's config names (``ner.model``, ``generation.mixner.embedder``, ...): each
-    file's size and modification time, through symlinks, so weights rebuilt or re-pointed under an unchanged
-    name are a change (a folder moved or copied with its times kept is not).  A hub name is only its name."""
+    """The models a stage's config names (``ner.model``, ``generation.mixner.embedder``, ...).
+
+    A local folder is each file's size and modification time, through symlinks, so weights rebuilt or re-pointed
+    under an unchanged name are a change (a folder moved or copied with its times kept is not).  A hub name is the
+    commit of its snapshot in the local Hugging Face cache, so a newer download of the same name is a change.
+    """
     found = {}
     for key, value in flatten(dict(config)).items():
         last = key.rpartition(".")[2]
@@ -175,7 +178,24 @@ def model_folders(config: Mapping[str, Any]) -> dict[str, dict]:
             if folder.is_dir():
                 found[f"model {key}"] = {str(p.relative_to(folder)): [p.stat().st_size, p.stat().st_mtime_ns]
                                          for p in sorted(folder.rglob("*")) if p.is_file()}
+            elif is_hub_id(value):
+                found[f"model {key}"] = {HUB_REVISION: hub_revision(value)}
     return found
+
+
+#: How :func:`model_folders` records a hub model: the commit of its cached snapshot (None: not downloaded yet).
+HUB_REVISION = "hub revision"
+
+
+def with_downloads(now: dict) -> dict:
+    """Identity ``now`` with the revision of each hub model its build downloaded: one not in the cache before
+    the build is stamped as the snapshot the build read, so the next run finds the stage current."""
+    reads = now.get("reads", {})
+    pending = [key for key, value in reads.items() if value == {HUB_REVISION: None}]
+    if not pending:
+        return now
+    after = model_folders(now["config"])
+    return {**now, "reads": {**reads, **{key: after.get(key, reads[key]) for key in pending}}}
 
 
 def _changed(old: Mapping, new: Mapping) -> list[str]:
@@ -307,6 +327,7 @@ def _build_and_stamp(name: str, out_dir: Path, now: dict, reason: str, config: A
         edited = edited_while_running(now["code"])
         if edited:
             raise CodeEdited(name, edited)
+        now = with_downloads(now)
         write_json(scratch / STAMP, {
             "stage": name,
             "fingerprint": config_hash(now),
@@ -367,8 +388,9 @@ def stage(name: str, keys: Sequence[str] = (), files: Callable[[DictConfig], lis
     ``code`` names project modules it reaches only by name (the fingerprint
     covers them with the code ``build`` uses); ``version`` is bumped by hand
     for a change of output the code cannot show; ``reads(c)`` says what else the
-    output depends on (how a dataset's files are read).  The local model folders
-    the keys name are part of the fingerprint (:func:`model_folders`).
+    output depends on (how a dataset's files are read).  The models the keys
+    name are part of the fingerprint: a local folder's files, a hub model's
+    cached revision (:func:`model_folders`).
     An upstream value may also be a list of directories (a baseline's ``needs``)
     or a mapping of them (the scoring stages' ``chain``), passed on as given.
     """
