@@ -21,7 +21,7 @@ from aclm.base.data import (DataError, TaggedSentence, entity_types, read_conll,
 from aclm.base.io import write_json
 from aclm.base.metrics import evaluate_tags, format_scores
 from aclm.run.cli import main_guard, parse, stage_parser
-from aclm.run.datacheck import Report, rare_types, tag_problems
+from aclm.run.datacheck import Report, first_mentions, rare_types, tag_problems
 
 
 def read_columns(path: Path) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
@@ -57,13 +57,14 @@ def check(gold: list[TaggedSentence], pred: list[TaggedSentence], cfg) -> Report
     add false positives) are warnings, since a small file may rightly hold a type once."""
     report = Report()
     for sentences in (gold, pred):
-        errors, warnings = tag_problems(sentences, None)
+        errors, warnings = tag_problems(sentences)
         report.errors += errors if cfg.data_check.canonical_tags else [e for e in errors if "upper-case" not in e]
         report.warnings += warnings
     report.warnings += rare_types(gold, cfg.data_check.min_type_sentences)
-    for etype in sorted(entity_types(pred) - entity_types(gold)):
-        where = next(s.meta.get("source", "?") for s in pred if etype in s.entity_types)
-        report.warnings.append(f"{where}: predicted type {etype!r} does not occur in the gold data")
+    gold_types = entity_types(gold)
+    for etype, where in sorted(first_mentions(pred).items()):
+        if etype not in gold_types:
+            report.warnings.append(f"{where}: predicted type {etype!r} does not occur in the gold data")
     return report
 
 

@@ -100,6 +100,16 @@ def tagged_sentence(tokens: Sequence[str], raw_tags: Sequence[str], path: Path |
     return TaggedSentence(list(tokens), normalised, meta)
 
 
+def token_source(sentence: TaggedSentence, position: int) -> str:
+    """Where token ``position`` of a sentence is: ``path:line`` for one read from a file (its token lines follow
+    one another from the line its source names); a sentence from elsewhere (a hub dataset) gives its source."""
+    source = sentence.meta.get("source", "?")
+    path, _, line = source.rpartition(":")
+    if source.startswith("hf:") or not line.isdigit():
+        return source
+    return f"{path}:{int(line) + position}"
+
+
 def tags_as_written(sentence: TaggedSentence) -> list[str]:
     """The sentence's tags as its file wrote them, before :func:`normalise_tags`."""
     tags = list(sentence.tags)
@@ -314,7 +324,8 @@ def check_label_sets(splits: dict[str, Sequence[TaggedSentence]], reference: str
     for name, sentences in splits.items():
         unseen = entity_types(sentences) - known
         if unseen:
-            where = next(s.meta.get("source", "?") for s in sentences if s.entity_types & unseen)
+            where = next(token_source(s, start) for s in sentences for start, _, etype in s.spans()
+                         if etype in unseen)
             raise DataError(f"{where}: split {name!r} has entity types {sorted(unseen)} "
                             f"that {reference!r} does not ({sorted(known)})")
     return sorted(known)

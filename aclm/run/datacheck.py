@@ -45,8 +45,8 @@ from typing import Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import NEEDS_ATTENTION, ConfigError, layer_indices, model_path
-from aclm.base.data import DataError, TaggedSentence, read_conll
+from aclm.base.config import NEEDS_ATTENTION, ConfigError, hub_revision, is_hub_id, layer_indices, model_path
+from aclm.base.data import DataError, TaggedSentence, read_conll, token_source
 from aclm.base.datasets import get_spec, resolve_data_dir
 from aclm.run.gold import member_config, sample_source, test_names, wanted_dev_size
 
@@ -155,7 +155,7 @@ def model_problem(key: str, name: str) -> str | None:
         return f"{key}={name}: the model folder does not exist; build it with `{target}`"
     if not is_hub_id(path):
         return f"{key}={name}: no such model folder"
-    if in_hub_cache(path):
+    if hub_revision(path):
         return None
     unreachable = hub_unreachable()
     if unreachable is None:
@@ -165,24 +165,6 @@ def model_problem(key: str, name: str) -> str | None:
     return (f"model {name} ({key}) is not a local folder and not in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
             f"and the hub is unreachable ({unreachable}): download it where there is a network, or point {key} "
             f"at a local folder")
-
-
-def is_hub_id(name: str) -> bool:
-    """Whether ``name`` can be a hub repository (``org/name``), as opposed to a path only."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
-
-
-def in_hub_cache(name: str) -> bool:
-    """Whether hub model ``name`` is in the Hugging Face cache (its ``config.json``, which every model has)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    return is_hub_id(name) and isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
 @lru_cache(maxsize=1)
@@ -260,8 +242,8 @@ def sample_problems(cfg: DictConfig, counts: dict[str, int]) -> tuple[list[str],
 
 # --- what the sentences say ------------------------------------------------------------------
 
-def tag_problems(sentences: Sequence[TaggedSentence], declared: Sequence[str] | None) -> tuple[list[str], list[str]]:
-    """Errors (non-canonical case, undeclared types) and warnings (IOB1 openings) of the tags, with lines."""
+def tag_problems(sentences: Sequence[TaggedSentence]) -> tuple[list[str], list[str]]:
+    """Errors (non-canonical case) and warnings (IOB1 openings) of the tags, with lines."""
     errors, warnings = [], []
     case: list[tuple[str, str]] = []
     iob1 = 0
@@ -279,20 +261,40 @@ def tag_problems(sentences: Sequence[TaggedSentence], declared: Sequence[str] | 
                       f"is usually a typo), or accept them with data_check.canonical_tags=false")
     if iob1:
         warnings.append(f"{iob1} entities open with I- (IOB1); they are read as B- (IOB2)")
-    if declared:
-        for etype, where in first_mentions(sentences).items():
-            if etype not in declared:
-                errors.append(f"{where}: entity type {etype!r} is not one of the dataset's types "
-                              f"({', '.join(sorted(declared))})")
     return errors, warnings
 
 
+def undeclared_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
+    """Each file's first entity of a type its dataset does not declare (``types`` in configs/datasets.yaml): a
+    union's members, and test sets of other datasets, against their own (role -> sentences, as read)."""
+    errors = []
+    for role, found in read.items():
+        dataset = role.rsplit(" ", 1)[0]
+        declared = get_spec(dataset).types
+        if not declared:
+            continue
+        for etype, where in first_mentions(found).items():
+            problem = (f"{where}: entity type {etype!r} is not one of {dataset}'s types "
+                       f"({', '.join(sorted(declared))})")
+            if etype not in declared and problem not in errors:
+                errors.append(problem)
+    return errors
+
+
 def first_mentions(sentences: Iterable[TaggedSentence]) -> dict[str, str]:
-    """Each entity type and where it first occurs (file:line of its sentence)."""
+    """Each entity type and where it first occurs (file:line of the entity's first word)."""
     first: dict[str, str] = {}
     for s in sentences:
-        for etype in sorted(s.entity_types):
-            first.setdefault(etype, s.meta.get("source", "?"))
+        for etype, start in first_spans(s).items():
+            first.setdefault(etype, token_source(s, start))
+    return first
+
+
+def first_spans(sentence: TaggedSentence) -> dict[str, int]:
+    """Each entity type of a sentence and the position of its first word there, in reading order."""
+    first: dict[str, int] = {}
+    for start, _, etype in sentence.spans():
+        first.setdefault(etype, start)
     return first
 
 
@@ -349,9 +351,9 @@ def rare_types(sentences: Sequence[TaggedSentence], minimum: int) -> list[str]:
     counts: Counter = Counter(etype for s in sentences for etype in s.entity_types)
     where: dict[str, list[str]] = defaultdict(list)
     for s in sentences:
-        for etype in s.entity_types:
+        for etype, start in first_spans(s).items():
             if counts[etype] < minimum:
-                where[etype].append(s.meta.get("source", "?"))
+                where[etype].append(token_source(s, start))
     return [f"{places[0]}: entity type {etype!r} occurs in only {counts[etype]} sentence(s) of all the files "
             f"(fewer than data_check.min_type_sentences={minimum}): a misspelt tag? "
             f"({', '.join(places[:3])})" for etype, places in sorted(where.items())]
@@ -362,7 +364,8 @@ def _tokenizer(model: str):
     from transformers import AutoTokenizer
 
     path = model_path(model)    # a folder or a cached hub model loads without asking the hub
-    return AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir() or in_hub_cache(path))
+    local = Path(path).is_dir() or hub_revision(path) is not None
+    return AutoTokenizer.from_pretrained(path, local_files_only=local)
 
 
 def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) -> list[str]:
@@ -394,8 +397,9 @@ def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str |
     from transformers import AutoConfig
 
     path = model_path(cfg.ner.model)
+    local = Path(path).is_dir() or hub_revision(path) is not None
     try:
-        layers = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir() or in_hub_cache(path))
+        layers = AutoConfig.from_pretrained(path, local_files_only=local)
     except (OSError, ValueError):
         return None
     try:
@@ -439,11 +443,11 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
     report.warnings += warnings
     if not sentences:
         return report
-    declared = get_spec(cfg.dataset).types if not get_spec(cfg.dataset).union else None
-    errors, warnings = tag_problems(sentences, declared)
+    errors, warnings = tag_problems(sentences)
     if not cfg.data_check.canonical_tags:
         errors = [e for e in errors if "upper-case BIO" not in e]
-    report.errors += errors + case_clashes(sentences) + rare_types(sentences, cfg.data_check.min_type_sentences)
+    report.errors += errors + undeclared_types(read) + case_clashes(sentences)
+    report.errors += rare_types(sentences, cfg.data_check.min_type_sentences)
     trains = [role for role in files if role.endswith(" train")]
     if trains and all(role in read for role in trains):
         report.errors += unseen_test_types(read)
