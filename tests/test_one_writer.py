@@ -238,6 +238,23 @@ def test_a_full_disk_says_no_space_left_and_names_the_folder(tmp_path, monkeypat
     assert not (tmp_path / "s1").exists()
 
 
+def test_a_file_system_without_flock_stops_the_run_at_its_first_lock_naming_the_folder(fast, tmp_path,
+                                                                                         monkeypatch):
+    from filelock import _unix
+
+    from aclm.run.locks import NoFlock
+
+    def no_flock(fd: int) -> bool:                       # what Lustre mounted without -o flock answers
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(_unix, "lock_fd_nonblocking", no_flock)
+    cfg = fast(tmp_path, "method=gold_only")
+    setting = RunLayout.of(cfg).root
+    with pytest.raises(NoFlock, match=re.escape(f"{setting / '.locks'}: this file system does not support flock")):
+        run_method(cfg)
+    assert not list(tmp_path.rglob(STAMP))
+
+
 # --------------------------------------------------------------------------- nothing added
 
 def test_a_method_whose_s6_keeps_nothing_fails_or_is_flagged(fast, tmp_path):

@@ -21,6 +21,7 @@ which is safe because every writer of that folder holds the lock.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -116,12 +117,26 @@ def folder_lock(setting: Path, name: str, cleans: Path, wait: bool) -> Iterator[
         lock.release()
 
 
+class NoFlock(RunError):
+    """The run folder's file system cannot hold the one-writer locks."""
+
+
+#: What ``flock`` answers on a file system without it (Lustre mounted without ``-o flock``, some FUSE mounts).
+NO_FLOCK = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK}
+
+
 def _acquire(lock: FileLock, record_path: Path, wait: bool) -> None:
     try:
         lock.acquire(timeout=0)
         return
     except Timeout:
         holder = _read(record_path)
+    except OSError as err:
+        if err.errno not in NO_FLOCK:
+            raise
+        raise NoFlock(f"{record_path.parent}: this file system does not support flock ({err.strerror}), which "
+                      f"keeps two runs from writing one folder: put run_dir on one that does (a local disk, NFSv4, "
+                      f"GPFS, or Lustre mounted with -o flock)") from None
     where = record_path.parent.parent
     if not wait:
         raise Busy(f"{where} is being written by another run: {holder_line(holder)}. Wait for it to end, "
