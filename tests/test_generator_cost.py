@@ -50,11 +50,14 @@ def trainer_checkpoints(training_arguments):
 
 
 def test_the_generator_is_the_one_the_trainers_checkpoints_gave(fast, tmp_path, monkeypatch):
-    overrides = ("method=aclm", "generator.epochs=4", "generator.lr=0.3")   # the tiny generator's best: epoch 3
+    # restoring counts only where the best epoch is not the last: the tiny generator's dev loss is lowest at
+    # epoch 4 of these 8; at lr 0.3 over 4 epochs it was lowest at epoch 3 on one CPU and at the last on another
+    overrides = ("method=aclm", "generator.epochs=8", "generator.lr=0.05")
     ours = run_method(fast(tmp_path / "ours", *overrides), until=layout.S4)[layout.S4]
     monkeypatch.setattr(generator, "training_arguments", trainer_checkpoints(generator.training_arguments))
     monkeypatch.setattr(generator, "KeepBestWeights", TrainerCallback)
     theirs = run_method(fast(tmp_path / "trainer", *overrides), until=layout.S4)[layout.S4]
-    assert stamp(ours)["facts"]["best_epoch"] == stamp(theirs)["facts"]["best_epoch"] == 3.0
+    best = stamp(ours)["facts"]["best_epoch"]
+    assert best == stamp(theirs)["facts"]["best_epoch"] and best < 8, best
     for name in ("model.safetensors", "loss.tsv"):
         assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
