@@ -1,4 +1,4 @@
-"""The dataset registry: local files for every entry, the hub as a fallback."""
+"""The dataset registry: local files for every entry, fetched from the hub where an entry says how."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aclm.base.data import DataError
-from aclm.base.datasets import get_spec, load_split, registry
+from aclm.base.datasets import fetch_from_hub, get_spec, load_split, registry
 from aclm.base.paths import PROJECT_ROOT
 
 
@@ -95,7 +95,8 @@ def test_official_test_set_scores_through_the_registry(tmp_path):
     assert scores["per_type"]["GRP"]["f1"] == 0 and scores["per_type"]["PER"]["f1"] == 100
 
 
-def test_hub_fallback_maps_tag_ids_to_names(tmp_path, monkeypatch):
+def fake_hub(monkeypatch) -> list:
+    """``datasets.load_dataset`` answering every split with one sentence (tag ids, as the hub gives them)."""
     class Split(list):
         features = {"ner_tags": types.SimpleNamespace(feature=types.SimpleNamespace(names=["O", "B-PER", "I-PER"]))}
 
@@ -103,12 +104,66 @@ def test_hub_fallback_maps_tag_ids_to_names(tmp_path, monkeypatch):
 
     def load_dataset(path, name, split):
         calls.append((path, name, split))
-        return Split([{"tokens": ["ann", "lee", "sang"], "ner_tags": [2, 2, 0]}])
+        return Split([{"tokens": ["ann", "lee", split], "ner_tags": [2, 2, 0]}])
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
-    sentences = load_split("conll2002/es", "dev", tmp_path)          # no local file: falls back to the hub
-    assert calls == [("eriktks/conll2002", "es", "validation")]
-    assert sentences[0].tags == ["B-PER", "I-PER", "O"]             # normalised like local files
+    return calls
+
+
+def test_a_hub_dataset_is_fetched_into_the_data_folder_once_and_read_from_there(tmp_path, monkeypatch):
+    calls = fake_hub(monkeypatch)
+    with pytest.raises(FileNotFoundError, match=r"with `python scripts/fetch_data.py dataset=conll2002/es`"):
+        load_split("conll2002/es", "dev", tmp_path)                  # runs read files only: no silent download
+    assert calls == []
+    assert fetch_from_hub("conll2002/es", tmp_path) == {"train": 1, "dev": 1, "test": 1}
+    assert calls == [("eriktks/conll2002", "es", split) for split in ("train", "validation", "test")]
+    assert (tmp_path / "conll" / "es" / "val.conllu").read_text() == "ann\tB-PER\nlee\tI-PER\nvalidation\tO\n\n"
+    assert load_split("conll2002/es", "dev", tmp_path)[0].tags == ["B-PER", "I-PER", "O"]   # normalised as read
+    assert fetch_from_hub("conll2002/es", tmp_path) == {"train": None, "dev": None, "test": None}
+    assert len(calls) == 3                                           # what is there is not fetched again
+    assert fetch_from_hub("wikineural/de", tmp_path) == {"train": 1}          # its own split name; no dev, no test
+    assert calls[-1] == ("Babelscape/wikineural", None, "train_de")
+    with pytest.raises(DataError, match=r"tdmsci/train.conll: missing, and dataset 'tdmsci' names no hub dataset"):
+        fetch_from_hub("tdmsci", tmp_path)
+
+
+def test_a_hub_that_does_not_answer_is_one_line_naming_the_dataset(tmp_path, monkeypatch):
+    def offline(path, name, split):
+        raise ConnectionError(f"Couldn't reach '{path}' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=offline))
+    with pytest.raises(DataError, match=r"dataset 'bc2gm': Couldn't reach 'spyysalo/bc2gm_corpus' on the Hub"):
+        fetch_from_hub("bc2gm", tmp_path)
+    assert not list(tmp_path.rglob("*.tsv"))
+
+
+def test_tag_ids_without_names_on_the_hub_need_them_named_in_the_entry(monkeypatch):
+    from aclm.base.datasets import DatasetSpec, load_from_hub
+
+    class Ids(list):                                  # ner_tags a sequence of plain values, not of a ClassLabel
+        features = {"ner_tags": types.SimpleNamespace(feature=types.SimpleNamespace(dtype="int64"))}
+
+    rows = Ids([{"tokens": ["ann", "sang"], "ner_tags": [1, 0]}])
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=lambda path, name, split: rows))
+    with pytest.raises(DataError, match="gives its tags as ids without names; list the names in id order as hf.tags"):
+        load_from_hub(DatasetSpec(name="x", language="en", hf={"path": "org/x"}), "train")
+    named = load_from_hub(DatasetSpec(name="x", language="en", hf={"path": "org/x", "tags": ["O", "B-PER"]}), "train")
+    assert named[0].tags == ["B-PER", "O"]
+
+
+def test_a_union_is_fetched_member_by_member(tmp_path, monkeypatch):
+    fake_hub(monkeypatch)
+    german = get_spec("conll2003/de")                                 # no hub coordinates: its files must be there
+    for rel in (german.train, german.dev):
+        german.path(rel, tmp_path).parent.mkdir(parents=True, exist_ok=True)
+        german.path(rel, tmp_path).write_text("Anna\tB-PER\n\n")
+    with pytest.raises(DataError, match=r"conll/de/test.conllu: missing, and dataset 'conll2003/de' names no hub"):
+        fetch_from_hub("conll/multi", tmp_path)
+    assert (tmp_path / "conll" / "en" / "test.conllu").exists()        # the members before it are kept
+    german.path(german.test, tmp_path).write_text("Anna\tB-PER\n\n")
+    written = fetch_from_hub("conll/multi", tmp_path)
+    assert written == {f"{member} {split}": None if member in ("conll2003/en", "conll2003/de") else 1
+                       for member in get_spec("conll/multi").union for split in ("train", "dev", "test")}
 
 
 # --------------------------------------------------------------------------- bring your own data: a folder

@@ -1,9 +1,11 @@
 """The dataset registry: names such as ``multiconer/en`` mapped to local files.
 
 Entries live in ``configs/datasets.yaml``.  Files are read from the data
-directory (config ``data_dir``, default ``$ACLM_DATA_DIR``); an entry with
-``hf`` coordinates falls back to the Hugging Face hub when its files are
-absent, the only code path in the project that needs a network.
+directory (config ``data_dir``, default ``$ACLM_DATA_DIR``).  An entry with
+``hf`` coordinates can have its files written there from the Hugging Face hub
+(:func:`fetch_from_hub`, ``scripts/fetch_data.py``), the only code path in the
+project that needs a network: runs read files only, which the stages hash by
+content, so a dataset updated on the hub can never stand behind a cached result.
 
 A name the registry does not know may be a folder (absolute, or relative to
 the working directory or the project root) that holds the splits as
@@ -269,20 +271,68 @@ def load_split(name: str, split: str, data_dir: str | Path | None = None) -> lis
     path = spec.path(rel, resolve_data_dir(str(data_dir) if data_dir else None))
     if path.exists():
         return read_conll(path, spec.format, spec.empty_token)
-    if spec.hf and not isinstance(split, int):
-        return load_from_hub(spec, split)
-    where = f"; {name} is not shipped: {spec.obtain}" if spec.obtain else ""
-    raise FileNotFoundError(f"{path} not found for dataset {name!r} split {split!r}: "
-                            f"set data_dir (or ACLM_DATA_DIR) to the folder that holds it{where}")
+    raise FileNotFoundError(f"{path} not found for dataset {name!r} split {split!r}: {missing_hint(spec)}")
 
 
-def load_from_hub(spec: DatasetSpec, split: str) -> list[TaggedSentence]:
+def missing_hint(spec: DatasetSpec) -> str:
+    """What to do about a file of ``spec`` that is not in the data folder."""
+    if spec.hf:
+        return (f"fetch it from the Hugging Face hub ({spec.hf['path']}) with `python scripts/fetch_data.py "
+                f"dataset={spec.name}`, or set data_dir (or ACLM_DATA_DIR) to the folder that holds it")
+    where = f"; {spec.name} is not shipped: {spec.obtain}" if spec.obtain else ""
+    return f"set data_dir (or ACLM_DATA_DIR) to the folder that holds it{where}"
+
+
+#: The splits a hub dataset gives a registry entry, by the entry's name for them (``hf.splits`` may rename).
+HUB_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+
+
+def fetch_from_hub(name: str, data_dir: str | Path | None = None, force: bool = False) -> dict[str, int | None]:
+    """Write the files of registry entry ``name`` (each member of a union) that the data folder lacks from its
+    ``hf`` coordinates, at the paths the entry names: split -> sentences written (None: there already).
+
+    The files are ``token<TAB>tag`` lines, tags normalised as a local file's are; ``force`` writes them again.
+    A file that is missing where the entry names no hub dataset is an error saying where to get it.
+    """
+    from aclm.base.data import write_conll
+
+    spec = get_spec(name)
+    if spec.union:
+        return {f"{member} {split}": n for member in spec.union
+                for split, n in fetch_from_hub(member, data_dir, force).items()}
+    base = resolve_data_dir(str(data_dir) if data_dir else None)
+    written: dict[str, int | None] = {}
+    for split, default in HUB_SPLITS.items():
+        rel = getattr(spec, split)
+        if rel is None:
+            continue
+        path = spec.path(rel, base)
+        if path.exists() and not (force and spec.hf):
+            written[split] = None
+            continue
+        if not spec.hf:
+            raise DataError(f"{path}: missing, and dataset {name!r} names no hub dataset to fetch it from (hf: in "
+                            f"{CONFIG_DIR / 'datasets.yaml'}); {missing_hint(spec)}")
+        sentences = load_from_hub(spec, (spec.hf.get("splits") or {}).get(split, default))
+        write_conll(path, sentences)
+        written[split] = len(sentences)
+    return written
+
+
+def load_from_hub(spec: DatasetSpec, hf_split: str) -> list[TaggedSentence]:
     """Load a split with ``datasets`` and map tag ids to names."""
     import datasets
 
-    hf_split = (spec.hf.get("splits") or {}).get(split, {"dev": "validation"}.get(split, split))
-    ds = datasets.load_dataset(spec.hf["path"], spec.hf.get("name"), split=hf_split)
-    names = ds.features["ner_tags"].feature.names
+    try:
+        ds = datasets.load_dataset(spec.hf["path"], spec.hf.get("name"), split=hf_split)
+    except ConnectionError as err:          # offline, or no answer: one line, not a traceback
+        raise DataError(f"dataset {spec.name!r}: {err}; fetch it where the hub can be reached, or put its files "
+                        f"in the data folder") from None
+    names = spec.hf.get("tags") or getattr(ds.features["ner_tags"].feature, "names", None)
+    if not names:
+        raise DataError(f"dataset {spec.name!r}: {spec.hf['path']} on the hub gives its tags as ids without names; "
+                        f"list the names in id order as hf.tags in {CONFIG_DIR / 'datasets.yaml'} (its dataset "
+                        f"card gives them)")
     return [TaggedSentence(list(row["tokens"]), normalise_tags([names[i] for i in row["ner_tags"]]),
                            {"source": f"hf:{spec.hf['path']}:{hf_split}:{k}"})
             for k, row in enumerate(ds)]

@@ -47,7 +47,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.config import NEEDS_ATTENTION, ConfigError, hub_revision, is_hub_id, layer_indices, model_path
 from aclm.base.data import DataError, TaggedSentence, read_conll, token_source
-from aclm.base.datasets import get_spec, resolve_data_dir
+from aclm.base.datasets import get_spec, missing_hint, resolve_data_dir
 from aclm.run.gold import member_config, sample_source, test_names, wanted_dev_size
 
 log = logging.getLogger("aclm.run.datacheck")
@@ -106,9 +106,7 @@ def missing_files(files: dict[str, Path], cfg: DictConfig) -> list[str]:
     problems = []
     for role, path in files.items():
         if not path.exists():
-            obtain = get_spec(role.split()[0]).obtain
-            hint = f"; {obtain}" if obtain else "; set data_dir (or ACLM_DATA_DIR) to the folder that holds it"
-            problems.append(f"{path}: missing ({role}){hint}")
+            problems.append(f"{path}: missing ({role}); {missing_hint(get_spec(role.rsplit(' ', 1)[0]))}")
     return problems
 
 
