@@ -373,7 +373,9 @@ def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) 
     except (OSError, ValueError) as err:
         return [f"sentence lengths not checked: the tokenizer of ner.model={model} did not load ({err})"]
     limit = min(limit, tokenizer.model_max_length)
-    lengths = [len(ids) for ids in tokenizer([s.tokens for s in sentences], is_split_into_words=True)["input_ids"]]
+    encoded = tokenizer([s.tokens for s in sentences], is_split_into_words=True,
+                        verbose=False)      # the long ones are counted here, not warned of one by one
+    lengths = [len(ids) for ids in encoded["input_ids"]]
     over = [(n, s) for n, s in zip(lengths, sentences) if n > limit]
     if not over:
         return []
