@@ -29,7 +29,7 @@ PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(
 GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
 METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
 
-.PHONY: FORCE setup test test-all demo tiny-models mini-generator warm-generator paper-shape-models splits gold aclm run bench bench-paper-shape clean
+.PHONY: FORCE setup test test-all demo tiny-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -81,6 +81,9 @@ SPLIT_SETTING = $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(call 
 
 splits:  ## stratified low-resource samples of DATASET (or the profile's) into splits/DATASET/seedSEED
 	$(PYTHON) scripts/make_splits.py $(SPLIT_SETTING)
+
+fetch-data:  ## write DATASET's files (e.g. conll2003/en) into the data folder from the Hugging Face hub (network)
+	$(PYTHON) scripts/fetch_data.py $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(ARGS))
 
 gold: $(TAGGER_MODELS)  ## S0 + S1: the gold sample and the Gold-only model, evaluated
 	$(PYTHON) scripts/ner.py $(SETTING)
