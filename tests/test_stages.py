@@ -177,6 +177,21 @@ def test_a_hub_model_the_stage_downloads_is_stamped_with_what_it_read(tmp_path, 
     assert not run_stage("s", tmp_path / "s", config, [], writer(calls), reads=model_folders(config))
 
 
+def test_a_hub_model_updated_while_the_stage_runs_is_never_stamped(tmp_path, hub_cache):
+    from aclm.run.stages import ModelChanged, model_folders
+
+    config = {"ner": {"model": "org/encoder"}}
+    cached_snapshot(hub_cache, "org/encoder", "a" * 40)
+
+    def updating(tmp):                     # another process downloads a newer revision meanwhile
+        cached_snapshot(hub_cache, "org/encoder", "b" * 40)
+        return writer([])(tmp)
+
+    with pytest.raises(ModelChanged, match="s: a newer revision of model ner.model reached the Hugging Face cache"):
+        run_stage("s", tmp_path / "s", config, [], updating, reads=model_folders(config))
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_path_that_is_no_hub_id_is_not_taken_for_a_hub_model(tmp_path, hub_cache):
     from aclm.run.stages import model_folders
 

@@ -187,15 +187,28 @@ def model_folders(config: Mapping[str, Any]) -> dict[str, dict]:
 HUB_REVISION = "hub revision"
 
 
-def with_downloads(now: dict) -> dict:
+def with_downloads(name: str, now: dict) -> dict:
     """Identity ``now`` with the revision of each hub model its build downloaded: one not in the cache before
-    the build is stamped as the snapshot the build read, so the next run finds the stage current."""
+    the build is stamped as the snapshot the build read, so the next run finds the stage current.  One whose
+    cached revision changed while the stage ran (a newer download) leaves no telling which the build read:
+    :class:`ModelChanged`."""
     reads = now.get("reads", {})
-    pending = [key for key, value in reads.items() if value == {HUB_REVISION: None}]
-    if not pending:
+    hub = [key for key, value in reads.items() if isinstance(value, dict) and set(value) == {HUB_REVISION}]
+    if not hub:
         return now
     after = model_folders(now["config"])
-    return {**now, "reads": {**reads, **{key: after.get(key, reads[key]) for key in pending}}}
+    changed = [key for key in hub if reads[key][HUB_REVISION] is not None and after.get(key) != reads[key]]
+    if changed:
+        raise ModelChanged(name, changed)
+    return {**now, "reads": {**reads, **{key: after.get(key, reads[key]) for key in hub}}}
+
+
+class ModelChanged(RunError):
+    """A hub model a stage read was downloaded anew while it ran: its output is not stamped."""
+
+    def __init__(self, stage_name: str, keys: Sequence[str]) -> None:
+        super().__init__(f"{stage_name}: a newer revision of {', '.join(keys)} reached the Hugging Face cache while "
+                         f"the stage ran, so which one it read is unknown and its output is not kept: run again")
 
 
 def _changed(old: Mapping, new: Mapping) -> list[str]:
@@ -327,7 +340,7 @@ def _build_and_stamp(name: str, out_dir: Path, now: dict, reason: str, config: A
         edited = edited_while_running(now["code"])
         if edited:
             raise CodeEdited(name, edited)
-        now = with_downloads(now)
+        now = with_downloads(name, now)
         write_json(scratch / STAMP, {
             "stage": name,
             "fingerprint": config_hash(now),
