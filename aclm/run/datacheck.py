@@ -102,11 +102,17 @@ def setting_files(cfg: DictConfig) -> dict[str, Path]:
     return files
 
 
+def dataset_of(role: str) -> str:
+    """The dataset of a role of :func:`setting_files` (``<dataset> <train|dev|test>``; a folder's name may hold
+    spaces)."""
+    return role.rsplit(" ", 1)[0]
+
+
 def missing_files(files: dict[str, Path], cfg: DictConfig) -> list[str]:
     problems = []
     for role, path in files.items():
         if not path.exists():
-            problems.append(f"{path}: missing ({role}); {missing_hint(get_spec(role.rsplit(' ', 1)[0]))}")
+            problems.append(f"{path}: missing ({role}); {missing_hint(get_spec(dataset_of(role)))}")
     return problems
 
 
@@ -267,15 +273,14 @@ def undeclared_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
     union's members, and test sets of other datasets, against their own (role -> sentences, as read)."""
     errors = []
     for role, found in read.items():
-        dataset = role.rsplit(" ", 1)[0]
-        declared = get_spec(dataset).types
-        if not declared:
-            continue
+        dataset = dataset_of(role)
+        declared = get_spec(dataset).types or ()
         for etype, where in first_mentions(found).items():
-            problem = (f"{where}: entity type {etype!r} is not one of {dataset}'s types "
-                       f"({', '.join(sorted(declared))})")
-            if etype not in declared and problem not in errors:
-                errors.append(problem)
+            if declared and etype not in declared:
+                problem = (f"{where}: entity type {etype!r} is not one of {dataset}'s types "
+                           f"({', '.join(sorted(declared))})")
+                if problem not in errors:      # one file in two roles is said once
+                    errors.append(problem)
     return errors
 
 
@@ -321,7 +326,7 @@ def unseen_test_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
             continue
         unseen = {etype: where for etype, where in first_mentions(found).items() if etype not in trained}
         if unseen:
-            errors.append(f"{next(iter(unseen.values()))}: test set {role.removesuffix(' test')!r} has entity "
+            errors.append(f"{next(iter(unseen.values()))}: test set {dataset_of(role)!r} has entity "
                           f"type(s) {sorted(unseen)} that the training data does not ({', '.join(sorted(trained))}); "
                           f"the tagger could never predict them")
     return errors
@@ -334,7 +339,7 @@ def sample_lacks_test_types(cfg: DictConfig, read: dict[str, Sequence[TaggedSent
     from aclm.run.gold import gold_data
 
     sampled = {etype for s in gold_data(cfg)[0] for etype in s.entity_types}
-    tested = {etype: role.removesuffix(" test") for role, found in read.items() if role.endswith(" test")
+    tested = {etype: dataset_of(role) for role, found in read.items() if role.endswith(" test")
               for s in found for etype in s.entity_types}
     missing = sorted(set(tested) - sampled)
     if not missing:
@@ -460,7 +465,7 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
 
 
 def _reader_settings(role: str) -> tuple[str, str | None]:
-    spec = get_spec(role.rsplit(" ", 1)[0])
+    spec = get_spec(dataset_of(role))
     return spec.format, spec.empty_token
 
 
