@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aclm.base.data import (DataError, TaggedSentence, entity_types, read_conll, read_text_lines, split_columns,
-                            tagged_sentence, tags_as_written)
+from aclm.base.data import (DataError, TaggedSentence, entity_types, first_mentions, read_conll, read_text_lines,
+                            split_columns, tagged_sentence, tags_as_written)
 from aclm.base.io import write_json
 from aclm.base.metrics import evaluate_tags, format_scores
 from aclm.run.cli import main_guard, parse, stage_parser
-from aclm.run.datacheck import Report, first_mentions, rare_types, tag_problems
+from aclm.run.datacheck import Report, rare_types, tag_problems
 
 
 def read_columns(path: Path) -> tuple[list[TaggedSentence], list[TaggedSentence]]:

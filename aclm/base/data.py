@@ -110,6 +110,23 @@ def token_source(sentence: TaggedSentence, position: int) -> str:
     return f"{path}:{int(line) + position}"
 
 
+def first_mentions(sentences: Iterable[TaggedSentence]) -> dict[str, str]:
+    """Each entity type and where it first occurs (file:line of the entity's first word)."""
+    first: dict[str, str] = {}
+    for s in sentences:
+        for etype, start in first_spans(s).items():
+            first.setdefault(etype, token_source(s, start))
+    return first
+
+
+def first_spans(sentence: TaggedSentence) -> dict[str, int]:
+    """Each entity type of a sentence and the position of its first word there, in reading order."""
+    first: dict[str, int] = {}
+    for start, _, etype in sentence.spans():
+        first.setdefault(etype, start)
+    return first
+
+
 def tags_as_written(sentence: TaggedSentence) -> list[str]:
     """The sentence's tags as its file wrote them, before :func:`normalise_tags`."""
     tags = list(sentence.tags)
@@ -324,8 +341,7 @@ def check_label_sets(splits: dict[str, Sequence[TaggedSentence]], reference: str
     for name, sentences in splits.items():
         unseen = entity_types(sentences) - known
         if unseen:
-            where = next(token_source(s, start) for s in sentences for start, _, etype in s.spans()
-                         if etype in unseen)
+            where = next(where for etype, where in first_mentions(sentences).items() if etype in unseen)
             raise DataError(f"{where}: split {name!r} has entity types {sorted(unseen)} "
                             f"that {reference!r} does not ({sorted(known)})")
     return sorted(known)

@@ -41,12 +41,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.config import NEEDS_ATTENTION, ConfigError, hub_revision, is_hub_id, layer_indices, model_path
-from aclm.base.data import DataError, TaggedSentence, read_conll, token_source
+from aclm.base.data import DataError, TaggedSentence, first_mentions, first_spans, read_conll, token_source
 from aclm.base.datasets import get_spec, missing_hint, resolve_data_dir
 from aclm.run.gold import member_config, sample_source, test_names, wanted_dev_size
 
@@ -282,23 +282,6 @@ def undeclared_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
                 if problem not in errors:      # one file in two roles is said once
                     errors.append(problem)
     return errors
-
-
-def first_mentions(sentences: Iterable[TaggedSentence]) -> dict[str, str]:
-    """Each entity type and where it first occurs (file:line of the entity's first word)."""
-    first: dict[str, str] = {}
-    for s in sentences:
-        for etype, start in first_spans(s).items():
-            first.setdefault(etype, token_source(s, start))
-    return first
-
-
-def first_spans(sentence: TaggedSentence) -> dict[str, int]:
-    """Each entity type of a sentence and the position of its first word there, in reading order."""
-    first: dict[str, int] = {}
-    for start, _, etype in sentence.spans():
-        first.setdefault(etype, start)
-    return first
 
 
 def case_clashes(sentences: Sequence[TaggedSentence]) -> list[str]:
