@@ -42,12 +42,12 @@ setup:  ## create .venv with the pinned requirements (torch first: set TORCH_IND
 help:  ## list every target and what it does (% in a name: a table number, e.g. reproduce-table1)
 	@awk -F ':[^#]*## ' '/^[A-Za-z0-9_%.-]+:[^=]*## / {printf "  %-24s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(TINY):
+# always asked: each build script rebuilds only when its spec, seed, text as read or code changed
+$(TINY): FORCE
 	$(PYTHON) tools/build_tiny_models.py --out models/tiny
 
 tiny-models: $(TINY)  ## small random-weight models of the paper's architectures (offline)
 
-# always asked: the script itself rebuilds only when the spec, the seed or the text changed
 $(MINI_GEN): FORCE
 	$(PYTHON) tools/pretrain_generator.py --out models/mini
 
@@ -55,7 +55,7 @@ $(MINI_WARM): FORCE
 	$(PYTHON) tools/pretrain_generator.py --kind bert2bert --out models/mini-warm
 
 # the tokenizers learn from MultiCoNER en's train text where it is there (realistic sequence lengths)
-$(PAPER_SHAPE):
+$(PAPER_SHAPE): FORCE
 	text=$$ACLM_DATA_DIR/multiconer/en/train_full.conll; \
 	$(PYTHON) tools/build_tiny_models.py --shape paper $$([ -f $$text ] && echo --text $$text)
 

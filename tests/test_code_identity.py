@@ -99,7 +99,7 @@ def test_run_method_force_reruns_every_stage_and_force_from_the_rest(tiny_models
 
 def checkout_copy(where: Path) -> Path:
     """The project's code and configs in a fresh git repository; models and sample data linked, not copied."""
-    for name in ("aclm", "baselines", "melm", "configs", "scripts"):
+    for name in ("aclm", "baselines", "melm", "configs", "scripts", "tools"):
         shutil.copytree(PROJECT_ROOT / name, where / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("models", "data"):
         (where / name).symlink_to(PROJECT_ROOT / name)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,6 +13,7 @@ import pytest
 import torch
 from transformers import MBart50TokenizerFast
 
+from test_code_identity import checkout_copy, edit
 from tools import pretraining as pt
 from tools.tiny_models import SPECS, build_mbart50
 
@@ -138,18 +142,52 @@ def test_a_build_in_the_user_cache_is_linked_by_the_next_checkout_not_rebuilt(sh
     assert not rebuilt and adopted == own and (tmp_path / "c" / "mini").is_symlink()
 
 
-def test_a_build_fingerprinted_with_the_former_checkpoint_interval_is_current(shared_data, tmp_path):
-    # builds made while SPEC held save_steps (the checkpoint interval) carry a fingerprint taken over it
+def test_a_build_names_its_code_and_rebuilds_when_the_text_as_read_changes(shared_data, tmp_path, monkeypatch):
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
         pytest.skip("no WikiNEuRal text in the data folder")
-    spec = pt.merged_spec(None)
-    text, benchmark = pt.text_files(shared_data, spec["languages"])
-    former = {**spec, "train": {**spec["train"], "save_steps": 200}}
-    (tmp_path / pt.MODEL_NAME).mkdir()
-    (tmp_path / pt.MODEL_NAME / "config.json").write_text("{}")
-    manifest = {"fingerprint": pt.fingerprint([*text, *benchmark], former, 0), "spec": former}
-    (tmp_path / pt.MANIFEST_NAME).write_text(json.dumps(manifest))
-    assert pt.pretrain_generator(tmp_path, shared_data) == (manifest, False)
+    built, _ = pt.pretrain_generator(tmp_path, shared_data, spec=micro())
+    assert set(built["code"]) == {"tools.pretraining", "tools.tiny_models", "aclm.steps.generator:set_language"}
+    assert set(pt.build_code("bert2bert")) == {"tools.pretraining", "tools.warm_start",
+                                               "aclm.steps.generator:set_language"}
+    from aclm.base import datasets
+
+    read = datasets.load_split
+
+    def a_reader_that_drops_the_last_sentence(name, split, data_dir=None):
+        sentences = read(name, split, data_dir)
+        return sentences[:-1] if name.startswith("wikineural") else sentences
+
+    monkeypatch.setattr(datasets, "load_split", a_reader_that_drops_the_last_sentence)
+    again, rebuilt = pt.pretrain_generator(tmp_path, shared_data, spec=micro())    # same files, other text
+    assert rebuilt and again["fingerprint"] != built["fingerprint"]
+    assert again["text"]["sentences"]["en"]["read"] == built["text"]["sentences"]["en"]["read"] - 1
+
+
+@pytest.mark.slow
+def test_an_edit_of_the_build_code_rebuilds_and_a_comment_does_not(shared_data, tmp_path):
+    if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
+        pytest.skip("no WikiNEuRal text in the data folder")
+    code = checkout_copy(tmp_path / "checkout")
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "ACLM_DATA_DIR": str(shared_data)}
+    script = ("import json\nfrom tools import pretraining as pt\n"
+              f"manifest, rebuilt = pt.pretrain_generator({str(tmp_path / 'mini')!r}, spec={micro()!r})\n"
+              "print(json.dumps({'rebuilt': rebuilt, 'code': manifest['code'], 'module': pt.__file__}))\n")
+
+    def build() -> dict:
+        done = subprocess.run([sys.executable, "-c", script], cwd=code, env=env, capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.splitlines()[-1])
+
+    first = build()
+    assert first["rebuilt"] and first["module"] == str(code / "tools" / "pretraining.py")
+    edit(code / "tools/pretraining.py", "\ndef mask_spans(", "\n# a comment\ndef mask_spans(")
+    edit(code / "tools/pretraining.py", '"""mBART\'s text infilling', '"""Edited: mBART\'s text infilling')
+    assert build() == {**first, "rebuilt": False}
+    edit(code / "tools/pretraining.py", 'f"{seed}:heldout:{lang}"', 'f"{seed}:held-out:{lang}"')   # other held-out
+    second = build()
+    assert second["rebuilt"] and second["code"]["tools.pretraining"] != first["code"]["tools.pretraining"]
+    assert second["code"]["tools.tiny_models"] == first["code"]["tools.tiny_models"]
 
 
 def test_a_checkpoint_cut_short_is_never_resumed_from(tmp_path):

@@ -13,6 +13,7 @@ from tools.tiny_models import (
     MBART50_LANGUAGE_CODES,
     PAPER_SHAPE_SPECS,
     SPECS,
+    build_code,
     build_tiny_models,
     collect_text_files,
     is_up_to_date,
@@ -47,6 +48,19 @@ def test_manifest_and_up_to_date(built):
     assert not is_up_to_date(out, files, seed=1)
     again, rebuilt = build_tiny_models(out, seed=0)
     assert not rebuilt and again == manifest
+    assert manifest["code"] == build_code() and set(manifest["code"]) == {"tools.tiny_models"}
+
+
+def test_a_build_made_by_other_code_or_from_other_text_as_read_is_not_current(built, monkeypatch):
+    out, _ = built
+    files = collect_text_files([DEFAULT_TEXT_DIR])
+    with monkeypatch.context() as m:
+        m.setattr("tools.tiny_models.build_code", lambda: {"tools.tiny_models": "edited"})
+        assert not is_up_to_date(out, files, seed=0)
+    with monkeypatch.context() as m:
+        m.setattr("tools.tiny_models.read_sentences", lambda files: read_sentences(files)[:-1])
+        assert not is_up_to_date(out, files, seed=0)
+    assert is_up_to_date(out, files, seed=0)
 
 
 def test_same_seed_same_bytes_other_seed_other_weights(built, tmp_path):

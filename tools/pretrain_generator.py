@@ -37,9 +37,9 @@ installs here without a model hub, so one is made (tools/pretraining.py):
 A bar shows the steps done, the total and the time left, and a line every 50
 steps sums up (loss, learning rate, seconds per step, time left). The build
 goes to the user cache (``$ACLM_CACHE``, else ``~/.cache/aclm``), under its
-inputs' fingerprint, and --out becomes a link to it: a second clone, or CI on
+fingerprint of its inputs and code, and --out becomes a link to it: a second clone, or CI on
 the same machine, reuses it (``--no-cache`` builds in --out). A build with
-unchanged inputs is skipped; a killed build (Ctrl-C, SIGTERM) resumes from its
+unchanged inputs and code is skipped; a killed build (Ctrl-C, SIGTERM) resumes from its
 last checkpoint (``.work`` in the build's folder, one a minute:
 ``CHECKPOINT_SECONDS``) to the very weights of a build never stopped. The same seed
 gives the same weights on the same hardware.

@@ -35,8 +35,8 @@ output every :data:`CHECKPOINT_SECONDS`, and a killed build resumes from the las
 complete one, to the same weights as a build never stopped.  The result is an
 ordinary ``from_pretrained`` folder, renamed into place when complete, and a
 ``manifest.json`` with the spec, the step count, the wall time and the
-held-out denoising loss and token accuracy; a build whose inputs are unchanged
-is skipped.
+held-out denoising loss and token accuracy; a build whose inputs and code
+(:func:`build_code`) are unchanged is skipped.
 """
 
 from __future__ import annotations
@@ -131,8 +131,6 @@ SPEC: dict = {
 #: 0.5-0.6 s on 2 idle cores and ten times that on busy ones.  When a checkpoint is saved decides no weight
 #: (saving draws no random number), so it is no part of :data:`SPEC`.
 CHECKPOINT_SECONDS = 60
-#: What :data:`SPEC` once held that decides no weight: builds fingerprinted with it are still current.
-FORMER_TRAIN_KEYS = {"save_steps": 200}
 
 
 # --------------------------------------------------------------------------- text
@@ -510,14 +508,27 @@ def _display(path: Path) -> str:
     return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
-def fingerprint(files: Sequence[Path], spec: dict, seed: int) -> str:
-    """Hash of everything that decides the result: spec, seed, the text and library versions."""
+def fingerprint(corpus: dict, base: Sequence[Path], spec: dict, seed: int) -> str:
+    """Hash of everything that decides the weights: spec, seed, the text as read (``corpus``, so the readers'
+    code counts too), a warm start's checkpoint files, the build's code (:func:`build_code`) and library versions."""
     payload = {
         "spec": spec, "seed": seed,
-        "files": [[p.name, hashlib.sha256(p.read_bytes()).hexdigest()] for p in files],
+        "text": hashlib.sha256(json.dumps(corpus, sort_keys=True).encode()).hexdigest(),
+        "base": [[p.name, hashlib.sha256(p.read_bytes()).hexdigest()] for p in base],
+        "code": build_code(kind_of(spec)),
         "versions": versions(),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def build_code(kind: str) -> dict[str, str]:
+    """The code that decides a build's weights besides its spec, by syntax tree (comments and docstrings do not
+    count): this module and the tokenizer's or the warm start's module whole, and the one project function the
+    batches pass through.  The text is hashed as read, so the data readers need no listing here."""
+    from aclm.run.provenance import source_digests
+
+    modules = {"mbart": ["tools.tiny_models"], "bert2bert": ["tools.warm_start"]}[kind]
+    return source_digests("tools.pretraining", *modules, set_language)
 
 
 def versions() -> dict:
@@ -530,23 +541,13 @@ def read_manifest(out_dir: str | Path) -> dict | None:
     return read_json(path) if path.is_file() else None
 
 
-def current_keys(files: Sequence[Path], spec: dict, seed: int) -> set[str]:
-    """The fingerprints a current build (or an unfinished one to resume) may carry.
-
-    Its own, and the one taken with :data:`FORMER_TRAIN_KEYS` in the spec:
-    a build made before they left the spec has the same weights.
-    """
-    former = {**spec, "train": {**FORMER_TRAIN_KEYS, **spec["train"]}}
-    return {fingerprint(files, spec, seed), fingerprint(files, former, seed)}
-
-
 def kind_of(spec: dict) -> str:
     return spec.get("kind", "mbart")
 
 
-def is_up_to_date(out_dir: Path, keys: set[str], model_name: str = MODEL_NAME) -> bool:
+def is_up_to_date(out_dir: Path, key: str, model_name: str = MODEL_NAME) -> bool:
     manifest = read_manifest(out_dir)
-    return (manifest is not None and manifest.get("fingerprint") in keys
+    return (manifest is not None and manifest.get("fingerprint") == key
             and (out_dir / model_name / "config.json").is_file())
 
 
@@ -627,16 +628,17 @@ def pretrain_generator(out_dir: str | Path | None = None, data_dir: str | Path |
         from tools.warm_start import base_files
 
         base = base_files(spec)
-    keys = current_keys([*text, *benchmark, *base], spec, seed)
-    build = functools.partial(_build, data_dir=data_dir, text=text, benchmark=benchmark, base=base, keys=keys,
+    corpus = load_corpus(data_dir, spec)                 # a few seconds: the text as read is part of the fingerprint
+    key = fingerprint(corpus[0], base, spec, seed)
+    build = functools.partial(_build, text=text, benchmark=benchmark, base=base, corpus=corpus, key=key,
                               spec=spec, seed=seed, force=force, checkpoint_seconds=checkpoint_seconds)
     if cache is None:
         return build(out_dir)
-    entry = Path(cache) / "mini-generator" / fingerprint([*text, *benchmark, *base], spec, seed)
+    entry = Path(cache) / "mini-generator" / key
     entry.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{entry}.lock"):                       # one build at a time, however many checkouts ask
-        if (not is_up_to_date(entry, keys, MODEL_NAMES[kind]) and not out_dir.is_symlink()
-                and is_up_to_date(out_dir, keys, MODEL_NAMES[kind])):
+        if (not is_up_to_date(entry, key, MODEL_NAMES[kind]) and not out_dir.is_symlink()
+                and is_up_to_date(out_dir, key, MODEL_NAMES[kind])):
             shutil.rmtree(entry, ignore_errors=True)
             shutil.move(str(out_dir), entry)              # a build made here before the cache existed
         built = build(entry)
@@ -689,23 +691,23 @@ def fit_threads_to_free_cores() -> int:
     return threads
 
 
-def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path], base: list[Path], keys: set[str],
-           spec: dict, seed: int, force: bool, checkpoint_seconds: float) -> tuple[dict, bool]:
+def _build(out_dir: Path, text: list[Path], benchmark: list[Path], base: list[Path],
+           corpus: tuple[dict[str, list[list[str]]], dict], key: str, spec: dict, seed: int, force: bool,
+           checkpoint_seconds: float) -> tuple[dict, bool]:
     """The build itself, into ``out_dir`` (resumed when an unfinished one with the same inputs is there)."""
     start, cpu_start_all = time.perf_counter(), time.process_time()
-    key = fingerprint([*text, *benchmark, *base], spec, seed)
     kind, model_name = kind_of(spec), MODEL_NAMES[kind_of(spec)]
-    if not force and is_up_to_date(out_dir, keys, model_name):
+    if not force and is_up_to_date(out_dir, key, model_name):
         return read_manifest(out_dir), False
 
     work = out_dir / WORK_NAME
-    if force or not (work / "fingerprint").is_file() or (work / "fingerprint").read_text() not in keys:
+    if force or not (work / "fingerprint").is_file() or (work / "fingerprint").read_text() != key:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     (work / "fingerprint").write_text(key)
     (out_dir / MANIFEST_NAME).unlink(missing_ok=True)
 
-    corpus, corpus_facts = load_corpus(data_dir, spec)
+    corpus, corpus_facts = corpus
     train, heldout = split_heldout(corpus, spec["heldout_share"], seed)
     if kind == "bert2bert":
         from tools.warm_start import warm_model, warm_tokenizer
@@ -755,6 +757,7 @@ def _build(out_dir: Path, data_dir: Path, text: list[Path], benchmark: list[Path
         tmp.chmod(0o755)                                  # a scratch folder starts private
     manifest = {
         "fingerprint": key,
+        "code": build_code(kind),
         "seed": seed,
         "spec": spec,
         "model": {"path": model_name, "kind": kind, "parameters": _n_params(model), "vocab_size": len(tokenizer),

@@ -366,17 +366,26 @@ def _display_path(path: Path) -> str:
 
 
 def fingerprint(files: Sequence[Path], seed: int, shape: str = "tiny") -> str:
-    """Hash of everything that determines the output: specs, seed, text, library versions."""
+    """Hash of everything that determines the output: specs, seed, the text as read (so the reader's code counts
+    too), this module's code (:func:`build_code`), library versions."""
     payload = {
         "specs": SHAPES[shape],
         "seed": seed,
-        "text": [[_display_path(f), hashlib.sha256(f.read_bytes()).hexdigest()] for f in files],
+        "text": hashlib.sha256(json.dumps(read_sentences(files)).encode()).hexdigest(),
+        "code": build_code(),
         "transformers": transformers.__version__,
         "tokenizers": tokenizers.__version__,
         "sentencepiece": spm.__version__,
         "torch": torch.__version__,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def build_code() -> dict[str, str]:
+    """This module's digest by syntax tree (comments and docstrings do not count): the code of every build here."""
+    from aclm.run.provenance import source_digests
+
+    return source_digests("tools.tiny_models")
 
 
 def read_manifest(out_dir: str | Path) -> dict | None:
@@ -405,7 +414,7 @@ def build_tiny_models(
     """Build all models of ``shape`` (tiny, or paper: full-size) into ``out_dir``; return ``(manifest, rebuilt)``.
 
     ``text_paths`` (files or folders) default to the sample data. The build is
-    skipped, and ``rebuilt`` is False, when the manifest shows the same inputs."""
+    skipped, and ``rebuilt`` is False, when the manifest shows the same inputs and code."""
     if shape not in SHAPES:
         raise ValueError(f"unknown model shape {shape!r}: one of {sorted(SHAPES)}")
     out_dir = Path(out_dir)
@@ -426,6 +435,7 @@ def build_tiny_models(
 
     manifest = {
         "fingerprint": fingerprint(files, seed, shape),
+        "code": build_code(),
         "shape": shape,
         "seed": seed,
         "text_files": [_display_path(f) for f in files],

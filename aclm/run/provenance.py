@@ -194,6 +194,19 @@ def code_digests(build: Callable, modules: Iterable[str] = ()) -> dict[str, str]
     return dict(sorted(digests.items()))
 
 
+def source_digests(*code: str | Callable) -> dict[str, str]:
+    """The digest of each module (named) or function, by syntax tree without docstrings, as for a stage's code:
+    the code identity of a build that is no stage (the models tools/ builds), whose code is listed by hand."""
+    digests = {}
+    for item in code:
+        if isinstance(item, str):
+            digests[item] = _module_digest(item)[0]
+        else:
+            fn = inspect.unwrap(item)
+            digests[f"{fn.__module__}:{fn.__qualname__}"] = _tree_digest(_function_source(fn))
+    return dict(sorted(digests.items()))
+
+
 def edited_while_running(code: Mapping[str, str]) -> list[str]:
     """The files of the modules in ``code`` (a stage's digests, taken from the files on disk) that this
     process has imported and whose code changed on disk since it loaded the project: the code that ran is then
