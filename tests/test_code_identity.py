@@ -42,6 +42,14 @@ def test_each_stage_digests_the_step_modules_it_uses_and_no_others():
     assert not any(m in provenance.code_digests(pipeline.keywords_stage) for m in provenance.MACHINERY)
 
 
+def test_a_cached_helper_counts_as_the_code_it_wraps():
+    from aclm.tables.perplexity import perplexity
+
+    digests = provenance.code_digests(perplexity)    # perplexity -> token_nlls -> load_lm, an lru_cache'd function
+    assert "aclm.tables.perplexity:load_lm" in digests
+    assert "aclm.base.config" in digests             # model_path, which only load_lm calls
+
+
 def test_a_method_table_entry_brings_its_module_into_its_stage_code():
     from aclm.base.registry import get
 

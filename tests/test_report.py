@@ -2,6 +2,8 @@
 
 import json
 import math
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -229,6 +231,29 @@ def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_mode
     assert entry(report, "200", "aclm", "perplexity")["paper"] == pytest.approx(80.77)
     assert entry(report, "200", "aclm", "diversity_e")["mean"] == pytest.approx(41.5)
     assert len(json.loads((tmp_path / "cache.json").read_text())) == 2
+
+
+def test_perplexity_is_scored_again_for_rebuilt_weights_or_edited_scoring_code(tmp_path, tiny_models, monkeypatch):
+    from aclm.tables import report as module
+    from aclm.tables.report import PerplexityCache
+
+    scored = []
+    monkeypatch.setattr(module, "perplexity", lambda texts, *a, **k: scored.append(texts) or 10.0 * len(scored))
+    model = tmp_path / "gpt2"                     # one name throughout, as models/tiny/gpt2 keeps across rebuilds
+    shutil.copytree(tiny_models / "gpt2", model)
+    cell = Cell("tiny", "multiconer/en", 100, "aclm", 1, str(tmp_path / "runs"))
+    cell.aug_path.parent.mkdir(parents=True)
+    cell.aug_path.write_text("john\tB-PER\nlives\tO\n\n")
+    result = {"config": {"analysis": {"perplexity_model": str(model), "batch_size": 4}}}
+    path = tmp_path / "cache.json"
+    assert PerplexityCache(path)(cell, result) == 10.0
+    assert PerplexityCache(path)(cell, result) == 10.0 and len(scored) == 1          # read back, not scored
+    weights = model / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))   # weights rebuilt
+    assert PerplexityCache(path)(cell, result) == 20.0
+    edited = PerplexityCache(path)
+    edited.code = {**edited.code, "aclm.tables.perplexity:token_nlls": "edited"}
+    assert edited(cell, result) == 30.0 and len(scored) == 3
 
 
 def test_an_empty_aug_file_has_no_perplexity(tmp_path, monkeypatch):

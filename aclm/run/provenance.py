@@ -139,6 +139,7 @@ def _referenced(fn: types.FunctionType) -> tuple[set[str], list[types.FunctionTy
         codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
     values = [fn.__globals__[n] for n in names if n in fn.__globals__]
     values += [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
+    values = [inspect.unwrap(v) if callable(v) else v for v in values]     # an lru_cache'd function is its code
     modules = set(_imported(ast.parse(textwrap.dedent(_function_source(fn))), fn.__module__.rpartition(".")[0]))
     local: list[types.FunctionType] = []
     for value in values:

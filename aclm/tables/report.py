@@ -38,6 +38,8 @@ grid made for them and their own way of reading a run's status.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +55,8 @@ from aclm.base.registry import METHODS
 from aclm.experiments.grid import OFFICIAL_PREFIX, SLICE_PREFIX, Cell, GoldSize, Grid, failure
 from aclm.run import outputs
 from aclm.run.layout import GOLD_ONLY
-from aclm.run.stages import STAMP
+from aclm.run.provenance import code_digests
+from aclm.run.stages import STAMP, model_folders
 from aclm.tables.perplexity import perplexity
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
@@ -626,17 +629,23 @@ def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
 # --- Table 3: perplexity of each run's augmentations ----------------------------------------
 
 class PerplexityCache:
-    """Perplexity per (aug.conll content, model, mode), kept in a JSON file so re-aggregating is free."""
+    """Perplexity per (aug.conll content, model and its weights, mode, the scoring code), kept in a JSON file so
+    re-aggregating is free; weights rebuilt or downloaded anew under the same name, or an edit of the scoring
+    code, score again (the model's identity as a stage's: :func:`aclm.run.stages.model_folders`)."""
 
     def __init__(self, path: Path, mode: str = "sentence", device: Optional[str] = None):
         self.path, self.mode, self.device = Path(path), mode, device
         self.values: dict = read_json(self.path) if self.path.exists() else {}
+        self.code = code_digests(perplexity)
 
     def __call__(self, cell: Run, result: dict) -> Optional[float]:
         if not cell.aug_path.exists():
             return None
         analysis = result["config"]["analysis"]
-        key = f"{sha256_path(cell.aug_path)}|{analysis['perplexity_model']}|{self.mode}"
+        model = analysis["perplexity_model"]
+        identity = {"augmentations": sha256_path(cell.aug_path), "model": model, "mode": self.mode,
+                    "weights": model_folders({"perplexity_model": model}), "code": self.code}
+        key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
         if key not in self.values:
             # a method that kept no augmentation writes an empty aug.conll (perplexity None)
             texts = [" ".join(s.tokens) for s in outputs.augmentations(cell.aug_path.parent)]
