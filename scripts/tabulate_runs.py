@@ -18,7 +18,8 @@ columns (rows, per type), named by the profile, and runs of one method and
 setting whose recorded configs differ (beyond seed, data_dir, run_dir, device,
 storage.*) rows of their own, labelled with the keys that differ
 (``ACLM [generator.epochs=10]``).  ``--paper`` names a grid (configs/grids)
-whose paper numbers stand beside the entries that are runs of its cells.  Files go to
+whose paper numbers stand beside the entries that are runs of its cells.  A run made by code
+that has changed since (its stamps against this checkout) counts, with a warning naming that code.  Files go to
 ``<out>/f1.{md,csv,tex}`` and ``<out>/per_type.{md,csv,tex}``.
 """
 

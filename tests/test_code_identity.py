@@ -42,6 +42,29 @@ def test_each_stage_digests_the_step_modules_it_uses_and_no_others():
     assert not any(m in provenance.code_digests(pipeline.keywords_stage) for m in provenance.MACHINERY)
 
 
+def test_the_code_read_from_the_files_agrees_with_every_stage_digest():
+    """:func:`provenance.changed_code` (read from the files, importing nothing) finds no change in the digests
+    each stage's builder has now: no run made by this checkout's code is ever called stale."""
+    import importlib
+    import pkgutil
+
+    import aclm.run
+    import baselines
+    import melm
+
+    builders = [value.__wrapped__ for package in (aclm.run, baselines, melm)
+                for module in pkgutil.iter_modules(package.__path__)
+                for value in vars(importlib.import_module(f"{package.__name__}.{module.name}")).values()
+                if callable(value) and hasattr(value, "config_keys") and hasattr(value, "__wrapped__")]
+    assert len(builders) >= 10
+    digests = {key: digest for build in builders for key, digest in provenance.code_digests(build).items()}
+    assert any(":" in key for key in digests)             # a baseline's augment (<locals>): tests/test_report.py
+    assert provenance.changed_code(digests) == []
+    assert provenance.changed_code({"aclm.run.pipeline:keywords_stage": "0" * 16, "aclm.steps.gone": "1" * 16,
+                                    "aclm.run.pipeline:no_such_function": "2" * 16}) == [
+        "aclm.run.pipeline:keywords_stage", "aclm.steps.gone", "aclm.run.pipeline:no_such_function"]
+
+
 def test_a_cached_helper_counts_as_the_code_it_wraps():
     from aclm.tables.perplexity import perplexity
 

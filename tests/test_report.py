@@ -523,6 +523,26 @@ def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
     assert r"47.75 $\pm$" in (tmp_path / "out" / "f1.tex").read_text()
 
 
+def test_a_run_found_made_by_code_changed_since_counts_with_a_warning_naming_it(fast, tmp_path):
+    from aclm.base.io import read_json, write_json
+    from aclm.run.layout import S7_EVAL
+    from aclm.run.stages import STAMP
+    from aclm.tables.tabulate import tabulate
+
+    scores = run_method(fast(tmp_path / "runs", "method=lwtr"))[S7_EVAL]
+    assert "aclm.run.pipeline:augment_stage.<locals>.augment" in read_json(scores.parent / "augment" / STAMP)[
+        "identity"]["code"]
+    (_, report), _ = tabulate([str(scores / "result.json")])
+    assert "changed since" not in report.markdown                          # made by this checkout's code
+    s1 = next(tmp_path.rglob("s1_ner")) / STAMP                           # S1 ran before an edit of training
+    stamp = read_json(s1)
+    stamp["identity"]["code"]["aclm.run.tagging:train"] = "0" * 16
+    write_json(s1, stamp)
+    (_, report), _ = tabulate([str(scores / "result.json")])
+    assert "[warned: 1]" in report.table.set_index("method").loc["LwTR"].iloc[0]
+    assert "made by code that has changed since it ran: aclm.run.tagging:train" in report.markdown
+
+
 TRAINING = ("flair", "transformers", "aclm.run.chain", "aclm.steps.tagger", "aclm.steps.generator",
             "aclm.steps.generation")
 

@@ -208,6 +208,37 @@ def source_digests(*code: str | Callable) -> dict[str, str]:
     return dict(sorted(digests.items()))
 
 
+def changed_code(code: Mapping[str, str]) -> list[str]:
+    """The keys of ``code`` (the digests a stamp recorded) whose code now differs or is gone: a result made by
+    them is not what the code of this checkout makes.  Read from the files, never imported, so checking a
+    finished run loads no training library."""
+    return [key for key, digest in code.items() if _digest_now(key) != digest]
+
+
+def _digest_now(key: str) -> str | None:
+    """The digest of ``module`` or ``module:function`` as the file now reads (None: no longer there)."""
+    module, _, qualname = key.partition(":")
+    path = _source_file(module) if _is_project(module) else None
+    if path is None:
+        return None
+    if not qualname:
+        return _module_digest(module)[0]
+    source = path.read_text(encoding="utf-8")
+    node, inside = ast.parse(source), False
+    for name in qualname.split("."):
+        if name == "<locals>":            # a function defined in the body of the one before
+            inside = True
+            continue
+        candidates = (n for n in ast.walk(node) if n is not node) if inside else iter(node.body)
+        node = next((n for n in candidates if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and n.name == name), None)
+        if node is None:
+            return None
+        inside = False
+    start = min([d.lineno for d in node.decorator_list] + [node.lineno])   # as inspect.getsource starts
+    return _tree_digest("".join(source.splitlines(keepends=True)[start - 1:node.end_lineno]))
+
+
 def edited_while_running(code: Mapping[str, str]) -> list[str]:
     """The files of the modules in ``code`` (a stage's digests, taken from the files on disk) that this
     process has imported and whose code changed on disk since it loaded the project: the code that ran is then

@@ -10,7 +10,9 @@ size, method, seed) is read from that file (a failed run's from the command
 it recorded), its variant from result.json's ``variant`` or else its method
 folder (``<method>@<variant>``), and a setting variant (``seed1@<name>``) likewise.
 A result is taken as it is: unlike a grid's cell, a run found on disk has no
-config to hold it to, so a result whose stages went stale is not told apart.
+config to hold it to.  Its code is checked all the same: a run whose stamps
+recorded code that differs from this checkout's (an edit or a pull since it
+ran) counts, marked ``[warned]``, its warning naming the changed modules.
 
 Runs are seeds of one entry only when everything else is equal: the profile,
 the method and variant, the setting, and the config result.json recorded
@@ -61,6 +63,8 @@ from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.grid import Block, GoldSize, Grid, expand, failure, load_grid, with_test_set
 from aclm.run import outputs
 from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
+from aclm.run.provenance import changed_code
+from aclm.run.stages import STAMP, chain_code
 from aclm.tables.report import FAILED as FAILED_STATUS
 from aclm.tables.report import OK, Report, assemble, method_id, read_reference, template_fields, test_sets
 
@@ -309,10 +313,30 @@ def run_order(run: FoundRun) -> tuple:
 
 
 def found_status(run: FoundRun) -> tuple[str, Optional[dict], Optional[str]]:
-    """(status, result, error): a run found has its result, or else its failed.json."""
-    if run.result_path.exists():
-        return OK, outputs.result(run.result_path.parent), None
-    return FAILED_STATUS, None, failure(run.failed_path)
+    """(status, result, error): a run found has its result, or else its failed.json; a result made by code that
+    has changed since carries a warning naming it."""
+    if not run.result_path.exists():
+        return FAILED_STATUS, None, failure(run.failed_path)
+    result = outputs.result(run.result_path.parent)
+    changed = changed_since(run.result_path.parent)
+    if changed:
+        named = ", ".join(changed[:SHOWN_CHANGES]) + (f" and {len(changed) - SHOWN_CHANGES} more"
+                                                      if len(changed) > SHOWN_CHANGES else "")
+        result = {**result, "warnings": [*(result.get("warnings") or []),
+                                         f"made by code that has changed since it ran: {named}"]}
+    return OK, result, None
+
+
+#: how many changed modules a warning names
+SHOWN_CHANGES = 4
+
+
+def changed_since(scores: Path) -> list[str]:
+    """The code of a finished run's chain (as its stamps recorded it) that differs now; none is known for a
+    result.json without a stamp (written by hand)."""
+    if not (scores / STAMP).is_file():
+        return []
+    return sorted({key for code in chain_code(scores).values() for key in changed_code(code)})
 
 
 # --- the tables' grids ---------------------------------------------------------------------
