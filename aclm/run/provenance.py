@@ -223,6 +223,13 @@ def _digest_now(key: str) -> str | None:
         return None
     if not qualname:
         return _module_digest(module)[0]
+    return _function_digest(path, path.stat().st_mtime_ns, qualname)
+
+
+@lru_cache(maxsize=None)
+def _function_digest(path: Path, mtime_ns: int, qualname: str) -> str | None:
+    """The digest of function ``qualname`` of the file at ``path`` as :func:`code_digests` takes it (None: gone);
+    cached per modification time, as a table of many runs asks for the same functions again and again."""
     source = path.read_text(encoding="utf-8")
     node, inside = ast.parse(source), False
     for name in qualname.split("."):
