@@ -259,11 +259,12 @@ def stamp(out_dir: Path) -> dict:
 def chain_code(scores: Path) -> dict[str, dict[str, str]]:
     """The code digests each stage of a scoring stage's chain recorded (its own stamp and its inputs'), by stage
     folder: what made the result, to hold against the code now (:func:`aclm.run.provenance.changed_code`)."""
-    scores = Path(scores)
+    scores, own = Path(scores), stamp(scores)
     root = scores.parent if scores.name == layout.S1_EVAL else scores.parent.parent    # the setting's folder
-    folders = [scores, *(root / name for name in stamp(scores)["identity"]["inputs"])]
-    return {str(folder): stamp(folder)["identity"].get("code", {}) for folder in folders
-            if (folder / STAMP).is_file()}
+    inputs = [root / name for name in own["identity"]["inputs"]]
+    return {str(scores): own["identity"].get("code", {}),
+            **{str(folder): stamp(folder)["identity"].get("code", {}) for folder in inputs
+               if (folder / STAMP).is_file()}}
 
 
 def facts(out_dir: Path) -> dict:
