@@ -125,6 +125,11 @@ def _module_digest(name: str) -> tuple[str, frozenset[str]]:
     return facts
 
 
+def _function_key(fn: Callable) -> str:
+    """How digests name a function: ``module:qualname`` (:func:`_digest_now` reads it back)."""
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
 def _function_source(fn: Callable) -> str:
     return inspect.getsource(fn)
 
@@ -176,7 +181,7 @@ def code_digests(build: Callable, modules: Iterable[str] = ()) -> dict[str, str]
     pending_functions = [build]
     while pending_functions:
         fn = pending_functions.pop()
-        key = f"{fn.__module__}:{fn.__qualname__}"
+        key = _function_key(fn)
         if key in digests:
             continue
         digests[key] = _tree_digest(_function_source(fn))
@@ -204,7 +209,7 @@ def source_digests(*code: str | Callable) -> dict[str, str]:
             digests[item] = _module_digest(item)[0]
         else:
             fn = inspect.unwrap(item)
-            digests[f"{fn.__module__}:{fn.__qualname__}"] = _tree_digest(_function_source(fn))
+            digests[_function_key(fn)] = _tree_digest(_function_source(fn))
     return dict(sorted(digests.items()))
 
 
