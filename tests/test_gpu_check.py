@@ -79,6 +79,16 @@ def run_check(*args: str, bare: bool = False) -> subprocess.CompletedProcess:
                           text=True, timeout=3000)
 
 
+def test_a_lease_split_over_two_calls_gives_one_summary_of_both(tiny_models, tmp_path):
+    assert run_check("--dry-run", "--state", str(tmp_path), "--steps", "environment").returncode == 0
+    second = run_check("--dry-run", "--state", str(tmp_path), "--steps", "models")
+    assert second.returncode == 0 and "1 of 1 steps done" in second.stdout, second.stderr[-2000:]
+    records = json.loads((tmp_path / "gpu-check.json").read_text())["steps"]
+    assert list(records) == ["environment", "models"]        # the first call's step is in the second's summary
+    summary = (tmp_path / "gpu-check.md").read_text()
+    assert "| environment | done |" in summary and "### Generation batch size" not in summary   # no empty table
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_without_cuda_the_check_says_so_and_succeeds():
     done = run_check()
@@ -99,6 +109,7 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_skips_them(tiny_models,
     assert records["generation-batch-4-entities"]["result"]["parse_and_keep_entities"] == 1.0
     summary = (tmp_path / "gpu-check.md").read_text()
     assert summary.startswith("## DRY RUN on the CPU") and "say nothing about a GPU" in summary
+    assert "min here if S7 trains on gold alone (as S1)" in summary and "min if on gold + R x gold" in summary
     assert "| s7_ner |" in summary and "| 4 | entities |" in summary and "| 2 | off |" in summary
     assert "Table 1 (840 runs), one run at a time" in summary and "the other methods as ACLM runs " in summary
     epochs = records["pipeline-s0-s1"]["result"]["training"]["epoch_seconds"]       # the S1 epoch's split
