@@ -76,6 +76,7 @@ def test_every_stage_of_the_chain_runs_and_records_cuda_memory(aclm_chain, devic
         memory = read_json(aclm_chain[name] / STAMP).get("memory", {})
         assert ("cuda_peak_mb" in memory) == (device.type == "cuda"), name
         assert memory.get("cuda_peak_mb", 1) > 0, name
+        assert memory.get("cuda_reserved_mb", 1) >= memory.get("cuda_peak_mb", 0), name   # packing counts it
     result = read_json(aclm_chain[layout.S7_EVAL] / layout.RESULT)
     assert result["f1"] == pytest.approx(f1_of_predictions(aclm_chain[layout.S7_EVAL], "sample/en"))
 

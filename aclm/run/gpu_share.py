@@ -89,6 +89,15 @@ def _release_cuda_cache() -> None:
         torch.cuda.empty_cache()
 
 
+def reserved_peak() -> dict:
+    """The most this process's CUDA allocator reserved since the peaks were last reset (a stage's start): what
+    it held on the card beyond its context, which can be far above its tensors' peak (S4's, docs/cost.md)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    return {"cuda_reserved_mb": round(torch.cuda.max_memory_reserved() / 2**20, 1)}
+
+
 @contextmanager
 def lease(stage: str) -> Iterator[None]:
     """Hold ``stage``'s share of the GPU while the block runs, waiting for it first (see the module)."""

@@ -357,7 +357,7 @@ def _build_and_stamp(name: str, out_dir: Path, now: dict, reason: str, config: A
             "fingerprint": config_hash(now),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - start, 3),
-            "memory": memory.facts(),
+            "memory": {**memory.facts(), **gpu_share.reserved_peak()},
             "inputs": list(now["inputs"]),
             "config": to_dict(config),
             "identity": now,
