@@ -1,14 +1,14 @@
 """Runs sharing one GPU lease its memory stage by stage, so a card holds as many runs as their taggers allow.
 
-A run's stages need very different amounts: at paper size the taggers 5 GB, S4's mBART-50 16 GB
-(docs/cost.md), and S4 is a small part of a run's time.  Packing runs by the largest need leaves the
-card mostly empty; packing them by the tagger's could put too many S4s on it at once.  So with
-``make reproduce-table1 JOBS=auto`` on a GPU, the grid writes a ledger (``create``): the memory the runs
-may fill, and what each GPU stage needs (its CUDA peak, measured or at paper size, times what a process
-holds beyond its tensors).  Every run finds it through :data:`LEDGER_ENV`, and each stage holds its need
-while it runs (:func:`lease`).  A stage whose need does not fit waits, first come first served, so a
-large stage is not passed over forever by small ones; a need larger than the card runs alone.  Between
-stages a process that used CUDA still holds its context, counted as :data:`CONTEXT_MB`.
+A run's stages need very different amounts: at paper size the taggers 6 GB in use, S4's mBART-50 29 GB
+(docs/cost.md), and S4 is a small part of a run's time. Packing runs by the largest need leaves the card
+mostly empty; packing them by the tagger's could put too many S4s on it at once. So with ``make
+reproduce-table1 JOBS=auto`` on a GPU, the grid writes a ledger (``create``): the memory the runs may
+fill, and what each GPU stage needs (what its process holds on the card, from its CUDA peak measured or
+at paper size: aclm/experiments/packing.py). Every run finds it through :data:`LEDGER_ENV`, and each
+stage holds its need while it runs (:func:`lease`). A stage whose need does not fit waits, first come
+first served, so a large stage is not passed over forever by small ones; a need larger than the card runs
+alone. Between stages a process that used CUDA still holds its context, counted as :data:`CONTEXT_MB`.
 
 The ledger is one JSON file, changed under an exclusive ``flock``; the lease of a process that died (killed,
 out of memory) is dropped by the next process that reads the ledger.  Without the variable, or for a
