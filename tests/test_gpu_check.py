@@ -87,6 +87,10 @@ def test_a_lease_split_over_two_calls_gives_one_summary_of_both(tiny_models, tmp
     assert list(records) == ["environment", "models"]        # the first call's step is in the second's summary
     summary = (tmp_path / "gpu-check.md").read_text()
     assert "| environment | done |" in summary and "### Generation batch size" not in summary   # no empty table
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    assert all(r["code"].startswith(head) for r in records.values())       # the code each step measured
+    assert f"Code: {records['models']['code']}." in summary
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")

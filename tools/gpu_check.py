@@ -253,6 +253,18 @@ def finished(path: Path, step: Step) -> Optional[dict]:
     return record if record["status"] == "done" and record["params"] == step.params() else None
 
 
+def code_version() -> str:
+    """The checkout's commit, and whether the tree differs from it: what a step's figures were measured on."""
+    def git(*args: str) -> Optional[str]:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if commit is None:
+        return "not a git checkout"
+    return commit + (" with uncommitted changes" if git("status", "--porcelain") else "")
+
+
 def run_step(step: Step, check: Check, limit: Optional[float] = None) -> dict:
     """Run a step (at most ``limit`` seconds, default STEP_LIMIT) unless it finished earlier; its record."""
     limit = STEP_LIMIT if limit is None else limit
@@ -283,7 +295,7 @@ def run_step(step: Step, check: Check, limit: Optional[float] = None) -> dict:
             stop(process)
             raise
     record = {"step": step.name, "status": status, "seconds": round(time.monotonic() - start, 1),
-              "params": step.params(), "command": step.command, "log": str(log)}
+              "params": step.params(), "command": step.command, "code": code_version(), "log": str(log)}
     if status == "done":
         record["result"] = step.collect()
     write_json(path, record)
@@ -938,9 +950,11 @@ def benchmark_lines(records: dict) -> list[str]:
 
 def markdown(records: dict, mode: Mode) -> str:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    title = (f"## Results\n\nMeasured {when}." if mode.name == "cuda" else
+    codes = sorted({r.get("code", "not recorded") for r in records.values() if r["status"] == "done"})
+    code = f"Code: {', '.join(codes) or 'none'}."
+    title = (f"## Results\n\nMeasured {when}. {code}" if mode.name == "cuda" else
              f"## DRY RUN on the CPU ({when})\n\nTiny random models on the CPU: these figures say nothing about a "
-             "GPU. They show that every step of the check runs end to end.")
+             f"GPU. They show that every step of the check runs end to end. {code}")
     return "\n".join([title, "", *environment_lines(records, mode), *pipeline_lines(records, mode),
                       *table1_lines(records, mode), *tagger_lines(records), *profile_lines(records),
                       *subtoken_lines(records), *throughput_lines(records, mode), *benchmark_lines(records)]) + "\n"
