@@ -26,15 +26,16 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2Se
 
 from aclm.base import tensorboard
 from aclm.base.augmentation import Gold, kept_row
-from aclm.base.config import model_path
+from aclm.base.models import model_path
 from aclm.base.data import TaggedSentence
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
 from aclm.steps.constraints import LabelGrammar, TokenClasses, sampling_arguments
-from aclm.steps.generator import (best_evaluation, language_code, load_generator, set_language, target_end,
-                                  target_start, training_arguments)
+from aclm.steps.generator import (language_code, load_generator, set_language, target_end, target_start,
+                                  training_arguments)
 from aclm.steps.generation import decode_keeping_labels
 from aclm.steps.labels import label_words
+from aclm.steps.recipes import best_evaluation
 from baselines.linearize import Sample, linearize, screen, tag_vocabulary
 
 log = logging.getLogger("baselines.mulda")

@@ -26,7 +26,8 @@ import torch
 from omegaconf import DictConfig
 from torch.nn import functional as F
 
-from aclm.base.config import model_path
+
+from aclm.base.models import model_path
 from aclm.base.data import TaggedSentence
 from melm.encoding import Seed
 

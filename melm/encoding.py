@@ -15,7 +15,8 @@ from typing import Sequence
 
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from aclm.base.config import model_path
+
+from aclm.base.models import model_path
 from aclm.base.data import TaggedSentence
 from aclm.base.tokens import add_tokens
 from aclm.steps.labels import label_tokens, linearize, type_words

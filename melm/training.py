@@ -26,7 +26,7 @@ from transformers import (DataCollatorForLanguageModeling, DataCollatorForTokenC
 from aclm.base import tensorboard
 from aclm.base.config import MELMConfig
 from aclm.base.progress import show_progress
-from aclm.steps.generator import best_evaluation, precision_flags
+from aclm.steps.recipes import best_evaluation, precision_flags
 from melm.encoding import Encoded
 
 log = logging.getLogger("melm.training")

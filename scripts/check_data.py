@@ -15,7 +15,7 @@ Every run makes the same check first (aclm/run/datacheck.py).
 
 from __future__ import annotations
 
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.cli import main_guard, parse, stage_parser
 from aclm.run.datacheck import check_setting
 

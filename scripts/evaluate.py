@@ -90,7 +90,7 @@ def main() -> None:
     if args.model:
         from aclm.base.datasets import load_split
         from aclm.base.runtime import select_device
-        from aclm.run.gold import test_names
+        from aclm.stages.gold import test_names
         from aclm.steps.tagger import load_tagger, predict_tags
 
         select_device(cfg.device)

@@ -14,7 +14,7 @@ the hub cannot stand behind a cached result. This is the one script that needs a
 from __future__ import annotations
 
 from aclm.base.datasets import fetch_from_hub, resolve_data_dir
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.cli import main_guard, parse, stage_parser
 
 

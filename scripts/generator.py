@@ -8,7 +8,7 @@ Writes the best-by-dev-loss model to <run>/<method>/s4_generator/ (a from_pretra
 
 from __future__ import annotations
 
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.cli import stage_script
 
 if __name__ == "__main__":

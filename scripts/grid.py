@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from aclm.base.runtime import handle_signals
+from aclm.base.signals import handle_signals
 from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, expand, fragment_path, grid_names,
                                    grid_script, has_multiconer, load_grid, makefile, parse_slice, prune_finished_s1,
                                    require_test_set_data, run_cell, selected_cells, selection, with_prerequisites,
@@ -115,7 +115,7 @@ def main() -> None:
     add_grid_args(jobs)
     jobs.add_argument("--ledger", type=Path, metavar="FILE",
                       help="count runs by their tagger and write FILE, the ledger their stages lease GPU memory "
-                           "from (run them with ACLM_GPU_LEDGER=FILE; aclm/run/gpu_share.py)")
+                           "from (run them with ACLM_GPU_LEDGER=FILE; aclm/engine/memory.py)")
     check = sub.add_parser("check", help="fail if two grids would write one result with different commands")
     add_selection(check)
     cell = sub.add_parser("cell", help="run one cell; write failed.json beside its result if it fails")

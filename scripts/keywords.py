@@ -11,7 +11,7 @@ select the variants."""
 
 from __future__ import annotations
 
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.cli import stage_script
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from aclm.base import splits
-from aclm.base.config import config_hash, to_dict
+from aclm.base.dicts import config_hash, to_dict
 from aclm.base.data import write_conll
 from aclm.base.datasets import load_split
 from aclm.base.io import write_json
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.cli import main_guard, parse, stage_parser
 
 

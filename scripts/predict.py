@@ -20,10 +20,11 @@ from pathlib import Path
 
 from aclm.base.data import DataError, TaggedSentence, format_conll, read_conll, read_text_lines, split_columns
 from aclm.base.io import atomic_write_text
-from aclm.base.runtime import select_device, setup_logging
-from aclm.run import layout
+from aclm.base.logs import setup_logging
+from aclm.base.runtime import select_device
+from aclm.stages import layout
 from aclm.run.cli import main_guard
-from aclm.run.stages import pruned_files
+from aclm.engine.stages import pruned_files
 
 
 def model_file(path: Path) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+
 from aclm.base.config import load_config
 from aclm.base.paths import PROJECT_ROOT
 

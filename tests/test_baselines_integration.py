@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from aclm.base.registry import METHODS
-from aclm.run import layout, outputs
+from aclm.stages import layout, outputs
 from aclm.run.chain import result_dir, run_method
-from aclm.run.layout import RunLayout
+from aclm.stages.layout import RunLayout
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The cache never returns a result the current code did not make, and every result names its code.
 
 A stage's fingerprint covers the source of the project modules its builder
-uses (:mod:`aclm.run.provenance`): editing ``steps/templates.py`` re-runs S3
+uses (:mod:`aclm.engine.code`): editing ``steps/templates.py`` re-runs S3
 and what follows, not S1 or S2; a comment or docstring re-runs nothing.  The
 end-to-end test runs a copy of the package in a temporary git checkout, edits
 it, and reads what the rerun says and records.
@@ -20,57 +20,47 @@ import pytest
 
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
-from aclm.run import layout, pipeline, provenance, tagging
+from aclm.engine import STAMP
+from aclm.engine import code as provenance
 from aclm.run.chain import plan, run_method
-from aclm.run.gold import data_stage
-from aclm.run.layout import RunLayout
 from aclm.run.naming import run_config
-from aclm.run.stages import STAMP
+from aclm.stages import layout
+from aclm.stages.gold import data_stage
+from aclm.stages.keywords import keywords_stage
+from aclm.stages.layout import RunLayout
+from aclm.stages.ner import s1_stage
+from aclm.stages.templates import templates_stage
 from conftest import FAST
 
 
-def test_each_stage_digests_the_step_modules_it_uses_and_no_others():
+def test_a_stage_digests_its_module_what_that_imports_and_their_packages_and_no_more():
     templates, keywords = "aclm.steps.templates", "aclm.steps.keywords"
-    assert templates in provenance.code_digests(pipeline.templates_stage)
-    assert templates in provenance.code_digests(pipeline.generation_stage)
-    assert keywords in provenance.code_digests(pipeline.keywords_stage)
-    for earlier in (data_stage, tagging.s1_stage, pipeline.keywords_stage):
-        assert templates not in provenance.code_digests(earlier), earlier.__name__
-    assert keywords not in provenance.code_digests(tagging.s1_stage)
-    assert "aclm.run.pipeline:gold_tagger" in provenance.code_digests(pipeline.keywords_stage)  # its own helper
-    assert "aclm.run.pipeline:mask_token_of" not in provenance.code_digests(pipeline.keywords_stage)
-    assert not any(m in provenance.code_digests(pipeline.keywords_stage) for m in provenance.MACHINERY)
+    code = {stage.name: provenance.code_digests([stage.build.__module__]) for stage in (data_stage, s1_stage,
+                                                                                  keywords_stage, templates_stage)}
+    assert templates in code["s3_templates"] and keywords in code["s2_keywords"]
+    assert templates not in code["s2_keywords"] and keywords not in code["s1_ner"]
+    assert "aclm.steps.tagger" in code["s2_keywords"]                  # S2 reads S1's attention
+    for stage, modules in code.items():
+        assert {"aclm", "aclm.base", "aclm.stages"} <= set(modules), stage      # the packages they sit in
+        assert not [m for m in modules if not provenance.counts(m)], stage       # the schema, registry, engine...
+        assert not {"aclm.base.config", "aclm.base.registry", "aclm.engine.stages"} & set(modules), stage
 
 
 def test_the_code_read_from_the_files_agrees_with_every_stage_digest():
     """:func:`provenance.changed_code` (read from the files, importing nothing) finds no change in the digests
-    each stage's builder has now: no run made by this checkout's code is ever called stale."""
-    import importlib
-    import pkgutil
+    each stage has now: no run made by this checkout's code is ever called stale."""
+    from aclm.base.config import load_config
+    from aclm.run.chain import chain
 
-    import aclm.run
-    import baselines
-    import melm
-
-    builders = [value.__wrapped__ for package in (aclm.run, baselines, melm)
-                for module in pkgutil.iter_modules(package.__path__)
-                for value in vars(importlib.import_module(f"{package.__name__}.{module.name}")).values()
-                if callable(value) and hasattr(value, "config_keys") and hasattr(value, "__wrapped__")]
-    assert len(builders) >= 10
-    digests = {key: digest for build in builders for key, digest in provenance.code_digests(build).items()}
-    assert any(":" in key for key in digests)             # a baseline's augment (<locals>): tests/test_report.py
+    digests = {}
+    for method in ("aclm", "lwtr", "melm", "mulda", "daga", "wikineural"):
+        cfg = load_config(["profile=tiny", f"method={method}"])
+        digests.update({k: v for step in chain(cfg) for k, v in step.stage.code_of(cfg).items()})
+    assert {"baselines.lwtr", "melm.augment", "baselines.wikineural"} <= set(digests)   # through the method table
     assert provenance.changed_code(digests) == []
-    assert provenance.changed_code({"aclm.run.pipeline:keywords_stage": "0" * 16, "aclm.steps.gone": "1" * 16,
-                                    "aclm.run.pipeline:no_such_function": "2" * 16}) == [
-        "aclm.run.pipeline:keywords_stage", "aclm.steps.gone", "aclm.run.pipeline:no_such_function"]
-
-
-def test_a_cached_helper_counts_as_the_code_it_wraps():
-    from aclm.tables.perplexity import perplexity
-
-    digests = provenance.code_digests(perplexity)    # perplexity -> token_nlls -> load_lm, an lru_cache'd function
-    assert "aclm.tables.perplexity:load_lm" in digests
-    assert "aclm.base.config" in digests             # model_path, which only load_lm calls
+    assert provenance.changed_code({"aclm.steps.templates": "0" * 16, "aclm.steps.gone": "1" * 16,
+                                    "aclm.run.pipeline:keywords_stage": "2" * 16}) == [
+        "aclm.steps.templates", "aclm.steps.gone", "aclm.run.pipeline:keywords_stage"]
 
 
 def test_a_method_table_entry_brings_its_module_into_its_stage_code():
@@ -78,16 +68,20 @@ def test_a_method_table_entry_brings_its_module_into_its_stage_code():
 
     assert get("lwtr").code_modules() == ("baselines.lwtr",)
     assert get("melm").code_modules() == ("melm.augment", "melm.sources")
-    digests = provenance.code_digests(data_stage, get("lwtr").code_modules())
+    digests = provenance.code_digests(get("lwtr").code_modules())
     assert "baselines.lwtr" in digests and "aclm.steps.screening" in digests      # and what it imports
+    assert "baselines" in digests                                                 # and its package
 
 
-def test_comments_docstrings_and_layout_leave_the_digest_alone_and_code_does_not():
+def test_comments_docstrings_layout_and_log_lines_leave_the_digest_alone_and_code_does_not():
     source = 'def f(x):\n    """Why."""\n    return x + 1\n'
-    same = provenance._tree_digest(source)
-    assert provenance._tree_digest('def f(x):\n    # note\n    return (x\n            + 1)\n') == same
-    assert provenance._tree_digest('def f(x):\n    """Another why."""\n    return x + 1\n') == same
-    assert provenance._tree_digest('def f(x):\n    return x + 2\n') != same
+    same = provenance.tree_digest(source)
+    assert provenance.tree_digest('def f(x):\n    # note\n    return (x\n            + 1)\n') == same
+    assert provenance.tree_digest('def f(x):\n    """Another why."""\n    return x + 1\n') == same
+    assert provenance.tree_digest('def f(x):\n    log.info("x=%d", x)\n    return x + 1\n') == same
+    assert provenance.tree_digest('def f(x):\n    warnings.warn("odd")\n    return x + 1\n') == same
+    assert provenance.tree_digest('def f(x):\n    return x + 2\n') != same
+    assert provenance.tree_digest('def f(x):\n    y = log.info("x")\n    return x + 1\n') != same  # not only a log
 
 
 def test_a_copied_run_folder_stays_current(fast, tmp_path):
@@ -193,33 +187,58 @@ def test_editing_a_step_module_reruns_its_stage_and_those_after_it_only(tiny_mod
     edit(code / "aclm/steps/keywords.py", '"""S2: ', '"""Edited: S2: ')
     edit(code / "aclm/steps/keywords.py", "\ndef stopwords(", "\n# a comment\ndef stopwords(")
     assert set(planned().values()) == {"current"}
+    # what cannot change a result re-runs nothing: a title in the method table, a key's help, a log line
+    edit(code / "aclm/base/registry.py", 'title="LwTR"', 'title="LwTR (Dai & Adel)"')
+    edit(code / "aclm/base/config.py", 'key("R: generations per training sentence")', 'key("R: per sentence")')
+    edit(code / "aclm/steps/generation.py", '    counts["mixed"] =', '    log.info("%d jobs", len(jobs))\n    counts["mixed"] =')
+    assert set(planned().values()) == {"current"}
     edit(code / "aclm/steps/keywords.py", "\ndef stopwords(", "\n_EDITED = True\n\n\ndef stopwords(")
-    planned = planned()
-    assert planned["s1_ner"] == "current" and planned["data"] == "current"
-    assert planned["s2_keywords"] == "would run: code changed: aclm.steps.keywords"
-    assert planned["s7_eval"] == "would run: after s2_keywords"
+    states = planned()
+    assert states["s1_ner"] == "current" and states["data"] == "current"
+    assert states["s2_keywords"] == "would run: code changed: aclm.steps.keywords"
+    assert states["s7_eval"] == "would run: after s2_keywords"
+    edit(code / "aclm/__init__.py", "", "import math\n\n_EDITED = math.pi\n")        # runs in every stage
+    assert planned()["data"] == "would run: code changed: aclm"
 
 
 # --- what a stage reads beyond its config, inputs and code ----------------------------------------------------
 
-def test_weights_rebuilt_under_an_unchanged_model_name_rerun_the_stages_reading_them(fast, tmp_path):
+def test_weights_are_known_by_their_bytes_not_their_name_or_times(fast, tmp_path):
     encoder = tmp_path / "encoder"                   # a name that stays, as models/mini does across rebuilds
     encoder.symlink_to(PROJECT_ROOT / "models" / "tiny" / "xlm-roberta")
     cfg = fast(tmp_path / "runs", "method=gold_only", f"ner.model={encoder}")
     run_method(cfg)
     assert all(state == "current" for _, state in plan(cfg))
     rebuilt = tmp_path / "rebuilt"
-    shutil.copytree(encoder, rebuilt, copy_function=shutil.copy)     # the same files written again: new times
+    shutil.copytree(encoder, rebuilt, copy_function=shutil.copy)     # the same bytes written again: new times
     encoder.unlink()
     encoder.symlink_to(rebuilt)
+    assert all(state == "current" for _, state in plan(cfg))
+    weights = rebuilt / "model.safetensors"          # other weights of the same size, the modification time kept
+    stat, data = weights.stat(), bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     states = dict(plan(cfg))
     assert states[layout.DATA] == "current" and "changed: model ner.model" in states[layout.S1]
+
+
+def test_a_stage_output_edited_in_place_is_not_current(fast, tmp_path):
+    cfg = fast(tmp_path, "method=lwtr")
+    run_method(cfg)
+    augmented = RunLayout.of(cfg).stage(layout.S6) / layout.GOLD_AUG
+    stat, text = augmented.stat(), augmented.read_text(encoding="utf-8")
+    edited = text.replace("B-PER", "B-LOC", 1)        # one tag relabelled: the same size
+    assert edited != text and len(edited) == len(text)
+    augmented.write_text(edited, encoding="utf-8")
+    os.utime(augmented, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert dict(plan(cfg))[layout.S6] == "its files were changed or deleted"
 
 
 def test_an_edited_dataset_entry_reruns_the_gold_sample(fast, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from aclm.run import gold
+    from aclm.stages import gold
 
     cfg = fast(tmp_path, "method=gold_only", "dataset=sample/en", "gold=full")
     run_method(cfg)
@@ -230,11 +249,11 @@ def test_an_edited_dataset_entry_reruns_the_gold_sample(fast, tmp_path, monkeypa
 
 
 def test_code_edited_while_a_stage_runs_is_never_stamped(fast, tmp_path, monkeypatch):
-    from aclm.run.stages import CodeEdited
+    from aclm.engine.stages import NotKept
 
     cfg = fast(tmp_path, "method=gold_only")
     monkeypatch.setattr(provenance, "LOADED_NS", 0)   # every project file now reads as edited since loading
-    with pytest.raises(CodeEdited, match=r"aclm/run/gold.py.* changed on disk while this process ran it"):
+    with pytest.raises(NotKept, match=r"aclm/stages/gold.py.* changed on disk while this process ran it"):
         run_method(cfg)
     assert not list(tmp_path.rglob(STAMP))
 
@@ -245,7 +264,7 @@ def test_a_file_edited_while_running_counts_only_when_its_code_changed(monkeypat
     name, path = templates.__name__, Path(templates.__file__)
     changed = path.stat().st_mtime_ns
     monkeypatch.setattr(provenance, "LOADED_NS", changed - 1)           # the file changed after the process loaded
-    digest = provenance._module_facts(name, changed)[0]
+    digest = provenance._facts(name, changed)[0]
     code = {f"{name}": digest}
     monkeypatch.setitem(provenance._FIRST_READ, name, (changed - 2, digest))      # read before: the same code
     assert provenance.edited_while_running(code) == []

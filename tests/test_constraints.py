@@ -10,6 +10,7 @@ import pytest
 import torch
 from transformers import TopKLogitsWarper
 
+
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.paths import PROJECT_ROOT

@@ -16,14 +16,15 @@ import flair
 import pytest
 import torch
 
+
 from aclm.base.config import load_config
 from aclm.base.data import read_conll
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.runtime import select_device
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.chain import run_method
-from aclm.run.stages import STAMP
+from aclm.engine import STAMP
 from aclm.steps.constraints import template_entities
 from aclm.steps.generator import add_label_tokens, load_generator, training_arguments
 from aclm.steps.generation import Job, decode_jobs, nearest_neighbours

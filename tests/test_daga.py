@@ -4,6 +4,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+
 from aclm.base.config import DAGAConfig
 from aclm.base.data import TaggedSentence
 from aclm.steps.screening import COUNT_KEYS, MalformedGeneration

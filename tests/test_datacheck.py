@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+
 from aclm.base.config import load_config
 from aclm.base.data import DataError, read_conll
 from aclm.base.paths import PROJECT_ROOT

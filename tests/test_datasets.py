@@ -216,7 +216,7 @@ def test_a_folder_with_only_train_carves_dev_and_has_no_test(tmp_path):
     from aclm.base.config import load_config
     from aclm.base.data import DataError
     from aclm.base.datasets import require_split
-    from aclm.run import gold
+    from aclm.stages import gold
 
     folder = write_folder(tmp_path / "only_train", splits=("train",), sentences=EN * 5)
     cfg = load_config(["profile=tiny", "method=lwtr", f"dataset={folder}", "gold=full", f"run_dir={tmp_path}"])

@@ -28,7 +28,7 @@ def test_the_expected_time_comes_from_the_stages_recorded_times(demo, tiny_model
     done = {**run_method(run_config([*overrides, "method=gold_only"])),
             **run_method(run_config([*overrides, "method=aclm"]))}
     assert demo.expected_minutes(overrides) == (0.0, "every stage is current")
-    from aclm.run.stages import stamp
+    from aclm.engine import stamp
 
     recorded = sum(stamp(path)["seconds"] for name, path in done.items() if name != "data")
     minutes, source = demo.expected_minutes([*overrides, "seed=2"])   # another seed: every stage but the data's again

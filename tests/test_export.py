@@ -9,7 +9,7 @@ import tarfile
 
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.grid import load_grid, selected_cells, selection
-from aclm.run import layout
+from aclm.stages import layout
 
 SLICE = ["profile=tiny", "langs=en", "sizes=100", "seeds=1", "methods=gold_only,lwtr,daga"]
 

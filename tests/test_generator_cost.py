@@ -12,9 +12,9 @@ import dataclasses
 import torch
 from transformers import TrainerCallback
 
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.chain import run_method
-from aclm.run.stages import stamp
+from aclm.engine import stamp
 from aclm.steps import generator
 
 

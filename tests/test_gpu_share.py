@@ -1,4 +1,4 @@
-"""Runs sharing a GPU lease its memory stage by stage (aclm/run/gpu_share.py), in real processes."""
+"""Runs sharing a GPU lease its memory stage by stage (aclm/engine/memory.py), in real processes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 import pytest
 
 from aclm.experiments import packing
-from aclm.run import gpu_share
-from aclm.run.stages import run_stage
+from aclm.engine import memory as gpu_share
+from aclm.engine.stages import run_stage
 
 NEEDS = {"s4_generator": 8, "s1_ner": 5, "s2_keywords": 1, "huge": 50}
 

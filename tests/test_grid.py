@@ -106,7 +106,7 @@ def test_grids_agree_on_shared_runs_and_a_clash_is_found():
 
 def test_cell_paths_are_the_run_layout_of_its_config():
     from aclm.base.config import load_config
-    from aclm.run.layout import RunLayout
+    from aclm.stages.layout import RunLayout
 
     for method in ("gold_only", "aclm"):    # run_cell runs them --as-named: their folders as the grid names them
         cell = Cell("tiny", "multiconer/en", 200, method, 3, "some/runs", overrides=("ner.epochs=5",))
@@ -234,7 +234,7 @@ def test_a_stopped_cell_stops_its_run_and_leaves_no_scratch_folder(tmp_path):
              "        time.sleep(120)\n"
              "main_guard(main)\n")
     run = fake_python(tmp_path, f'exec {sys.executable} -c "$STAGE"')
-    wrapper = ("import sys\nfrom aclm.experiments.grid import run_cell\nfrom aclm.base.runtime import Interrupted, "
+    wrapper = ("import sys\nfrom aclm.experiments.grid import run_cell\nfrom aclm.base.signals import Interrupted, "
                "handle_signals\nhandle_signals()\ntry:\n"
                f"    sys.exit(run_cell({str(cell / 's7_eval' / 'result.json')!r}, [], python={run!r}))\n"
                "except Interrupted as stop:\n    sys.exit(stop.exit_code)\n")

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+
 from aclm.base.config import CHOICES, key_help, load_config, schema_keys
 from aclm.base.paths import PROJECT_ROOT
 

@@ -11,8 +11,8 @@ from aclm.base.data import read_conll
 from aclm.base.io import read_json
 from aclm.base.splits import type_shares
 from aclm.run.chain import result_dir
-from aclm.run.gold import gold_data
-from aclm.run.layout import RunLayout
+from aclm.stages.gold import gold_data
+from aclm.stages.layout import RunLayout
 
 pytestmark = pytest.mark.slow
 

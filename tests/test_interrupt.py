@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
+
 from aclm.base.config import load_config
 from aclm.base.paths import PROJECT_ROOT
-from aclm.run.layout import RESULT, RunLayout
+from aclm.stages.layout import RESULT, RunLayout
 from aclm.run.naming import run_config
-from aclm.run.stages import STAMP
+from aclm.engine import STAMP
 from aclm.steps.tagger import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaModel
 
+
 from aclm.base.config import KeywordConfig
 from aclm.base.data import TaggedSentence
 from aclm.steps import keywords as kw

@@ -203,7 +203,7 @@ def test_reference_code_lwtr_adds_exactly_r_sentences_per_gold_sentence(tiny_mod
     """`make run METHOD=lwtr PROFILE=reference_code` as the released LwTR files are: gold + R x gold, unfiltered
     (the hub models swapped for the tiny ones, the only change)."""
     from aclm.base.config import load_config
-    from aclm.run import outputs
+    from aclm.stages import outputs
     from aclm.run.chain import result_dir, run_method
 
     cfg = load_config(["profile=reference_code", "method=lwtr", "dataset=sample/en", "gold=full", "ner.epochs=1",

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+
 from aclm.base.config import CONFIG_DIR, load_config
 from aclm.base.paths import PROJECT_ROOT
 

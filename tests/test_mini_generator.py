@@ -34,6 +34,7 @@ import torch
 
 from conftest import all_threads
 
+
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, read_conll
 from aclm.steps.generator import finetune, language_code, load_generator

@@ -55,7 +55,7 @@ def test_tag_tokens_start_from_their_type_and_position_words():
 
 def test_mulda_reads_its_own_config_section():
     from aclm.base import registry
-    from aclm.run.stages import hashed, view
+    from aclm.engine.identity import hashed, view
 
     keys = ("method", "dataset", "seed", *registry.get("mulda").keys)
     cfg = load_config(["profile=tiny", "method=mulda"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin, TrainingInterrupt
 
+
 from aclm.base.config import load_config
 from aclm.steps.tagger import EarlyStopping, build_tagger, schedule_plugins
 
@@ -40,8 +41,9 @@ def test_mixed_precision_follows_ner_use_amp(monkeypatch):
     import flair
     import torch
 
+
     from aclm.base.config import ConfigError
-    from aclm.run.stages import hashed, view
+    from aclm.engine.identity import hashed, view
     from aclm.steps.tagger import amp
 
     ner = load_config().ner
@@ -61,8 +63,8 @@ def test_a_result_says_which_of_its_taggers_learned_nothing(tmp_path):
     """Under ner.on_no_learning=warn a run goes on past a tagger with dev F1 0; its scores say so."""
     import json
 
-    from aclm.run import layout
-    from aclm.run.tagging import learned_nothing
+    from aclm.stages import layout
+    from aclm.stages.scores import learned_nothing
 
     chain = {}
     for name, dev_f1 in ((layout.DATA, None), (layout.S1, 0.0), (layout.S7, 31.5)):

@@ -27,11 +27,14 @@ import pytest
 from aclm.base.augmentation import NoAugmentation
 from aclm.base.io import read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
-from aclm.base.runtime import Interrupted, check_interrupted, forget_signals, handle_signals
-from aclm.run import layout, stages
+from aclm.base.signals import Interrupted, check_interrupted, forget_signals, handle_signals
+import aclm.engine.stages as stages
+from aclm.stages import layout
 from aclm.run.chain import run_method
-from aclm.run.layout import RunLayout
-from aclm.run.stages import STAMP, NoSpace, run_stage
+from aclm.stages.layout import RunLayout
+from aclm.engine import STAMP
+from aclm.engine.stages import NotKept as NoSpace
+from aclm.engine.stages import run_stage
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
@@ -175,11 +178,11 @@ def test_a_signal_at_any_moment_of_s1_exits_130_or_143_and_stamps_nothing_it_int
 
 
 def test_a_signal_swallowed_by_a_library_still_keeps_the_stage_unstamped(tmp_path):
-    from aclm.base import runtime
+    from aclm.base import signals
 
     def build(out: Path) -> dict:
         (out / "model.bin").write_text("weights")
-        runtime._received.append(signal.SIGTERM)    # the handler recorded it, then raised ...
+        signals._received.append(signal.SIGTERM)    # the handler recorded it, then raised ...
         try:
             raise Interrupted(signal.SIGTERM)
         except BaseException:                       # ... into a tqdm __del__ or a trainer that dropped it
@@ -238,11 +241,43 @@ def test_a_full_disk_says_no_space_left_and_names_the_folder(tmp_path, monkeypat
     assert not (tmp_path / "s1").exists()
 
 
+def test_a_disk_full_at_the_start_is_one_line(tiny_models, tmp_path):
+    """The first write of a run is its lock's holder record: a full disk there ends the run in one line."""
+    done = subprocess.run([sys.executable, "-c", "import sys; from aclm.engine import locks; import errno\n"
+                           "def full(path, record): raise OSError(errno.ENOSPC, 'No space left on device')\n"
+                           "locks.write_json = full\n"
+                           "sys.argv = ['run_method.py', *sys.argv[1:]]\n"
+                           "import runpy; runpy.run_path('scripts/run_method.py', run_name='__main__')",
+                           "profile=tiny", "method=gold_only", f"run_dir={tmp_path}"], cwd=PROJECT_ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("error: no space left on device: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_reading_the_checkout_takes_no_git_lock(tmp_path, monkeypatch):
+    """A signal arriving while a stamp asks git for the commit must never leave .git/index.lock behind."""
+    from aclm.engine import code
+
+    seen = tmp_path / "env"
+    fake = tmp_path / "bin" / "git"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nenv >> {seen}\necho 0123\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    code.checkout.cache_clear()
+    try:
+        assert code.checkout()["commit"] == "0123"
+    finally:
+        code.checkout.cache_clear()
+    assert "GIT_OPTIONAL_LOCKS=0" in seen.read_text().splitlines()
+
+
 def test_a_file_system_without_flock_stops_the_run_at_its_first_lock_naming_the_folder(fast, tmp_path,
                                                                                          monkeypatch):
     from filelock import _unix
 
-    from aclm.run.locks import NoFlock
+    from aclm.engine.locks import NoFlock
 
     def no_flock(fd: int) -> bool:                       # what Lustre mounted without -o flock answers
         raise OSError(errno.ENOSYS, "Function not implemented")

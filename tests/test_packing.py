@@ -11,7 +11,7 @@ import torch
 
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.packing import measured_needs, need_mb, runs_per_gpu, stage_needs
-from aclm.run import gpu_share
+from aclm.engine import memory as gpu_share
 
 H100_FREE = 79.2 * 1024                                   # MB free on an idle H100 (the GPU check)
 GOLD_ONLY = ("data", "s1_ner", "s1_eval")

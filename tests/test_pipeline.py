@@ -8,10 +8,11 @@ import pytest
 
 from aclm.base.io import read_json
 from aclm.experiments.grid import PRUNING as GRID_PRUNING
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.chain import result_dir, run_method
-from aclm.run.layout import RunLayout
-from aclm.run.stages import STAMP, pruned_files
+from aclm.stages.layout import RunLayout
+from aclm.engine import STAMP
+from aclm.engine.stages import pruned_files
 from conftest import f1_of_predictions, logged_steps
 
 STAGE_FILES = {

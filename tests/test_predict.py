@@ -12,7 +12,7 @@ import pytest
 from aclm.base.data import read_conll
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
-from aclm.run.layout import MODEL, RESULT, RunLayout
+from aclm.stages.layout import MODEL, RESULT, RunLayout
 from aclm.run.naming import run_config
 
 pytestmark = pytest.mark.real_weights

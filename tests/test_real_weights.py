@@ -17,13 +17,16 @@ import stopwordsiso
 import torch
 from omegaconf import OmegaConf
 
-from aclm.base.config import load_config, model_path
+
+from aclm.base.config import load_config
+
+from aclm.base.models import model_path
 from aclm.base.data import bio_spans
 from aclm.base.io import read_json, read_jsonl
 from aclm.base.paths import PROJECT_ROOT
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.chain import result_dir, run_method
-from aclm.run.layout import RunLayout
+from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
 from aclm.steps.tagger import NoLearning, check_learned, load_tagger
 

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+
 
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, split_at_commas
 from aclm.base.datasets import load_split
-from aclm.run import pipeline, stages
-from aclm.run.pipeline import augment_stage
+from aclm.stages.augment import augment_stage
+from aclm.stages.generation import generation_stage
+from aclm.stages.keywords import keywords_stage
+from aclm.stages.postprocess import postprocess_stage
 from aclm.steps import generation
 from aclm.steps.labels import linearize
 from aclm.steps.postprocess import filter_augmentations
@@ -382,26 +384,13 @@ def test_lwtr_released_matches_the_released_files_statistics(shared_data):
 # --------------------------------------------------------------------------- the switches reach their stages
 
 
-def stage_config(monkeypatch, run, cfg, **upstream: Path) -> dict:
-    """The config a stage would fingerprint (its view), captured instead of running it."""
-    captured = {}
-    monkeypatch.setattr(stages, "run_stage", lambda name, out, config, *a, **k: captured.update(config))
-    run(cfg, **upstream)
-    return captured
-
-
-def test_each_switch_is_in_its_stages_fingerprint(monkeypatch):
-    here = Path(".")
-    s5 = stage_config(monkeypatch, pipeline.generation_stage, REFERENCE, data=here, s3_templates=here,
-                      s4_generator=here)["generation"]
+def test_each_switch_is_in_its_stages_fingerprint():
+    s5 = generation_stage.fingerprint(REFERENCE)["generation"]
     assert (s5["parse"], s5["dedupe"], s5["force_first_token"]) == ("released", "raw", False)
-    s2 = stage_config(monkeypatch, pipeline.keywords_stage, REFERENCE, data=here, s1_ner=here)["keywords"]
-    assert s2["split_commas"] is True
-    s6 = stage_config(monkeypatch, pipeline.postprocess_stage, REFERENCE, data=here, generations=here)["postprocess"]
-    assert s6["drop_copies"] is False
+    assert keywords_stage.fingerprint(REFERENCE)["keywords"]["split_commas"] is True
+    assert postprocess_stage.fingerprint(REFERENCE)["postprocess"]["drop_copies"] is False
     lwtr = load_config(["profile=reference_code", "method=lwtr"])
-    assert stage_config(monkeypatch, augment_stage, lwtr, data=here)["lwtr"] == {"p": 0.3, "variant": "replay",
-                                                                                    "replay_seed": 26}
+    assert augment_stage.fingerprint(lwtr)["lwtr"] == {"p": 0.3, "variant": "replay", "replay_seed": 26}
     defaults = load_config(["method=lwtr"])
     assert (defaults.lwtr.variant, defaults.generation.parse, defaults.generation.dedupe,
             defaults.postprocess.drop_copies, defaults.keywords.split_commas) == ("paper", "strict", "parsed",

@@ -249,10 +249,14 @@ def test_perplexity_is_scored_again_for_rebuilt_weights_or_edited_scoring_code(t
     assert PerplexityCache(path)(cell, result) == 10.0
     assert PerplexityCache(path)(cell, result) == 10.0 and len(scored) == 1          # read back, not scored
     weights = model / "model.safetensors"
-    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))   # weights rebuilt
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))   # the same bytes
+    assert PerplexityCache(path)(cell, result) == 10.0 and len(scored) == 1
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))                                                  # weights rebuilt
     assert PerplexityCache(path)(cell, result) == 20.0
     edited = PerplexityCache(path)
-    edited.code = {**edited.code, "aclm.tables.perplexity:token_nlls": "edited"}
+    edited.code = {**edited.code, "aclm.tables.perplexity": "edited"}
     assert edited(cell, result) == 30.0 and len(scored) == 3
 
 
@@ -525,22 +529,21 @@ def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
 
 def test_a_run_found_made_by_code_changed_since_counts_with_a_warning_naming_it(fast, tmp_path):
     from aclm.base.io import read_json, write_json
-    from aclm.run.layout import S7_EVAL
-    from aclm.run.stages import STAMP
+    from aclm.stages.layout import S7_EVAL
+    from aclm.engine import STAMP
     from aclm.tables.tabulate import tabulate
 
     scores = run_method(fast(tmp_path / "runs", "method=lwtr"))[S7_EVAL]
-    assert "aclm.run.pipeline:augment_stage.<locals>.augment" in read_json(scores.parent / "augment" / STAMP)[
-        "identity"]["code"]
+    assert "baselines.lwtr" in read_json(scores.parent / "augment" / STAMP)["identity"]["code"]
     (_, report), _ = tabulate([str(scores / "result.json")])
     assert "changed since" not in report.markdown                          # made by this checkout's code
     s1 = next(tmp_path.rglob("s1_ner")) / STAMP                           # S1 ran before an edit of training
     stamp = read_json(s1)
-    stamp["identity"]["code"]["aclm.run.tagging:train"] = "0" * 16
+    stamp["identity"]["code"]["aclm.stages.ner"] = "0" * 16
     write_json(s1, stamp)
     (_, report), _ = tabulate([str(scores / "result.json")])
     assert "[warned: 1]" in report.table.set_index("method").loc["LwTR"].iloc[0]
-    assert "made by code that has changed since it ran: aclm.run.tagging:train" in report.markdown
+    assert "made by code that has changed since it ran: aclm.stages.ner" in report.markdown
 
 
 TRAINING = ("flair", "transformers", "aclm.run.chain", "aclm.steps.tagger", "aclm.steps.generator",

@@ -22,9 +22,9 @@ import pytest
 
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
-from aclm.run.layout import RunLayout
+from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
-from aclm.run.stages import STAMP
+from aclm.engine import STAMP
 from conftest import FAST
 
 pytestmark = pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+
 from aclm.base.config import DAGAConfig
 from aclm.base.data import TaggedSentence
 from aclm.steps import generation as aclm_generation

@@ -1,9 +1,12 @@
 """Cached, atomic stages."""
 
+import hashlib
+
 import pytest
 
 from aclm.base.io import read_json
-from aclm.run.stages import STAMP, Pruned, planning, prune, pruned_files, run_stage
+from aclm.engine import STAMP, Pruned, planning, prune
+from aclm.engine.stages import pruned_files, run_stage
 
 
 def writer(calls, text="x"):
@@ -94,7 +97,7 @@ def test_pruning_a_models_weights_keeps_it_and_its_consumers_current(tmp_path):
     run_stage("score", tmp_path / "score", {}, [tmp_path / "train"], writer(calls), loads=[tmp_path / "train"])
     assert prune(tmp_path / "train") == 700
     assert not (tmp_path / "train" / "best-model.pt").exists() and (tmp_path / "train" / "config.json").exists()
-    assert pruned_files(tmp_path / "train") == {"best-model.pt": 700}
+    assert pruned_files(tmp_path / "train") == {"best-model.pt": hashlib.sha256(b"weights" * 100).hexdigest()}
     assert not run_stage("train", tmp_path / "train", {}, [], model_writer(calls))
     assert not run_stage("score", tmp_path / "score", {}, [tmp_path / "train"], writer(calls),
                          loads=[tmp_path / "train"])
@@ -145,7 +148,7 @@ def hub_cache(tmp_path, monkeypatch):
 
 
 def test_a_newer_download_of_a_hub_model_reruns_the_stage_reading_it(tmp_path, hub_cache):
-    from aclm.run.stages import model_folders
+    from aclm.engine.identity import model_reads as model_folders
 
     config = {"ner": {"model": "org/encoder"}}
     cached_snapshot(hub_cache, "org/encoder", "a" * 40)
@@ -161,7 +164,7 @@ def test_a_newer_download_of_a_hub_model_reruns_the_stage_reading_it(tmp_path, h
 
 
 def test_a_hub_model_the_stage_downloads_is_stamped_with_what_it_read(tmp_path, hub_cache):
-    from aclm.run.stages import model_folders
+    from aclm.engine.identity import model_reads as model_folders
 
     config = {"generator": {"model": "org/generator"}}
     calls = []
@@ -178,7 +181,8 @@ def test_a_hub_model_the_stage_downloads_is_stamped_with_what_it_read(tmp_path, 
 
 
 def test_a_hub_model_updated_while_the_stage_runs_is_never_stamped(tmp_path, hub_cache):
-    from aclm.run.stages import ModelChanged, model_folders
+    from aclm.engine.identity import model_reads as model_folders
+    from aclm.engine.stages import NotKept
 
     config = {"ner": {"model": "org/encoder"}}
     cached_snapshot(hub_cache, "org/encoder", "a" * 40)
@@ -187,12 +191,12 @@ def test_a_hub_model_updated_while_the_stage_runs_is_never_stamped(tmp_path, hub
         cached_snapshot(hub_cache, "org/encoder", "b" * 40)
         return writer([])(tmp)
 
-    with pytest.raises(ModelChanged, match="s: a newer revision of model ner.model reached the Hugging Face cache"):
+    with pytest.raises(NotKept, match="s: a newer revision of a hub model it read reached the Hugging Face cache"):
         run_stage("s", tmp_path / "s", config, [], updating, reads=model_folders(config))
     assert not (tmp_path / "s").exists()
 
 
 def test_a_path_that_is_no_hub_id_is_not_taken_for_a_hub_model(tmp_path, hub_cache):
-    from aclm.run.stages import model_folders
+    from aclm.engine.identity import model_reads as model_folders
 
     assert model_folders({"ner": {"model": "models/mini/no-such-folder"}}) == {}

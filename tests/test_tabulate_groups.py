@@ -1,6 +1,6 @@
 """Tables of any runs never average runs of different profiles or settings as if they were seeds.
 
-The result.json files are written by hand, as `aclm/run/tagging.py` writes them (identity, scores, and the
+The result.json files are written by hand, as `aclm/stages/ner.py` writes them (identity, scores, and the
 merged `config` of the run's stages), under a run tree in a temporary folder.
 """
 
@@ -31,7 +31,8 @@ def config(profile: str, method: str, dataset: str, gold, seed: int, **sections)
 
 
 def write_run(runs, profile: str, method: str, seed: int, f1: float, dataset: str = "multiconer/en", gold=100,
-              variant: str = "", setting_variant: str = "", new_fields: bool = True, **sections) -> None:
+              variant: str = "", setting_variant: str = "", new_fields: bool = True, test_size: int = 500,
+              data: dict | None = None, **sections) -> None:
     setting = f"seed{seed}" + (f"@{setting_variant}" if setting_variant else "")
     root = runs / profile / dataset / f"gold{gold}" / setting
     method_dir = f"{method}@{variant}" if variant else method
@@ -40,8 +41,8 @@ def write_run(runs, profile: str, method: str, seed: int, f1: float, dataset: st
     cfg = config(profile, method, dataset, gold, seed, **sections)
     cfg.update(variant=variant, setting_variant=setting_variant)
     record = {"method": method, "profile": profile, "dataset": dataset, "gold": gold, "seed": seed, "f1": f1,
-              "test": {dataset: {"f1": f1}}, "per_type": {"PER": {"f1": f1 + 1}}, "sizes": {f"test:{dataset}": 500},
-              "config": cfg, "config_hash": "not-checked"}
+              "test": {dataset: {"f1": f1}}, "per_type": {"PER": {"f1": f1 + 1}}, "sizes": {f"test:{dataset}": test_size},
+              "config": cfg, "config_hash": "not-checked", **({"data": data} if data else {})}
     if new_fields:
         record.update(variant=variant, setting_variant=setting_variant)
     (out / "result.json").write_text(json.dumps(record))
@@ -121,6 +122,24 @@ def test_seeds_of_one_config_average_into_one_entry(one_profile):
     assert wide["Gold-only"] == f"32.00 ± {statistics.stdev([30, 32, 34]):.2f}"    # run_dir, device, storage: same
     assert wide["Gold-only [ner.epochs=2]"] == "20.00"                               # the setting variant's own
     assert wide["LwTR"] == "46.00 ± 1.41"
+
+
+def test_runs_scored_on_other_test_sets_or_cut_from_other_data_are_never_one_entry(tmp_path):
+    """The case that went wrong: seeds scored on 2,000 and on 500 test sentences averaged into one entry."""
+    runs = tmp_path / "runs"
+    write_run(runs, "mini", "gold_only", 1, 80.0, test_size=2000)
+    write_run(runs, "mini", "gold_only", 2, 90.0, test_size=500)
+    wide = f1_table(runs).table.set_index("method")["multiconer/en gold100"]
+    assert set(wide) == {"80.00", "90.00"}
+    assert "Gold-only [test set multiconer/en=2000 sentences]" in wide.index
+    same_size = tmp_path / "same_size"        # one size, other contents; then other gold data
+    write_run(same_size, "mini", "gold_only", 1, 80.0, data={"test": {"multiconer/en": "a" * 64}})
+    write_run(same_size, "mini", "gold_only", 2, 90.0, data={"test": {"multiconer/en": "b" * 64}})
+    write_run(same_size, "mini", "gold_only", 3, 70.0, data={"test": {"multiconer/en": "b" * 64},
+                                                             "gold": {"train_100.conll": "c" * 64}})
+    wide = f1_table(same_size).table.set_index("method")["multiconer/en gold100"]
+    assert set(wide) == {"80.00", "90.00", "70.00"}
+    assert any("aaaaaaaa" in label for label in wide.index)
 
 
 def test_welch_compares_the_unlabelled_aclm_with_the_best_baseline(one_profile):

@@ -20,6 +20,7 @@ from unittest.mock import patch
 
 import pytest
 
+
 from aclm.base.config import load_config
 from aclm.base.datasets import load_split
 from aclm.base.runtime import seed_everything

@@ -12,9 +12,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+
 from aclm.base.config import load_config
 from aclm.base.tokens import add_tokens
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.chain import run_method
 from aclm.steps.generator import language_code, target_end, target_start
 from aclm.steps.labels import parse_generation

@@ -15,10 +15,11 @@ from aclm.base import registry
 from aclm.base.io import read_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.grid import Cell
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.chain import run_method
-from aclm.run.layout import RunLayout
-from aclm.run.stages import STAMP, stage
+from aclm.stages.layout import RunLayout
+from aclm.engine import STAMP
+from aclm.stages.declare import stage
 from conftest import FAST
 
 
@@ -196,9 +197,10 @@ def test_list_stages_prints_a_chain_and_a_stage_script_refuses_a_stage_its_metho
 
 def test_a_chain_wired_to_a_later_stage_or_a_wrong_argument_fails_when_built():
     from aclm.run.chain import Step, WiringError, wired
-    from aclm.run.gold import data_stage
-    from aclm.run.pipeline import keywords_stage, templates_stage
-    from aclm.run.tagging import s1_stage
+    from aclm.stages.gold import data_stage
+    from aclm.stages.keywords import keywords_stage
+    from aclm.stages.ner import s1_stage
+    from aclm.stages.templates import templates_stage
 
     s2 = Step(layout.S2, keywords_stage, (layout.DATA, layout.S1))
     with pytest.raises(WiringError, match="s2_keywords takes s1_ner, which no step before it makes"):

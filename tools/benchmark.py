@@ -47,7 +47,10 @@ from typing import Iterator
 import torch
 from omegaconf import OmegaConf
 
-from aclm.base.config import load_config, model_path
+
+from aclm.base.config import load_config
+
+from aclm.base.models import model_path
 from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.datasets import load_split
 from aclm.steps.constraints import MODES, LabelGrammar

@@ -38,10 +38,10 @@ from pathlib import Path
 
 from aclm.base.augmentation import GenerationRow
 from aclm.base.data import TaggedSentence
-from aclm.run import layout, outputs
+from aclm.stages import layout, outputs
 from aclm.run.chain import run_method
 from aclm.run.cli import main_guard, parse, stage_parser
-from aclm.run.layout import RunLayout
+from aclm.stages.layout import RunLayout
 from aclm.steps.postprocess import too_similar
 
 EXAMPLES = 5

@@ -334,6 +334,7 @@ def generation_templates(profile: str, mask: str, n: int) -> tuple[list[str], li
     """``n`` templates from the profile's dataset (entities kept, 30% of the other words as keywords), and its types."""
     import random
 
+
     from aclm.base.config import load_config
     from aclm.base.datasets import load_split
     from aclm.steps.templates import render, skeleton
@@ -369,6 +370,7 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
     outputs that parse and hold their template's entities.  Random weights never stop early: an upper bound."""
     import torch
     from omegaconf import OmegaConf
+
 
     from aclm.base.config import load_config
     from aclm.steps.constraints import template_entities
@@ -406,6 +408,7 @@ def measure_dev_scoring(run_dir: Path, overrides: list[str], batch_sizes: list[i
     and CUDA peak per evaluation batch size, without and with the per-epoch predictions file flair asks for
     (``dev.tsv``, which the stage no longer writes), and whether the batch sizes predict the same spans."""
     import tempfile
+
 
     from aclm.base.config import load_config
     from aclm.base.datasets import load_split
@@ -567,7 +570,7 @@ def shared_ledger(path: Path) -> dict:
     """The ledger ``JOBS=auto`` writes, for every stage at paper size: the card's free memory less the
     headroom; without a GPU (the dry mode) one and a half S4s, so that stages do wait for each other."""
     from aclm.experiments import packing
-    from aclm.run import gpu_share
+    from aclm.engine import memory as gpu_share
 
     needs = packing.stage_needs(packing.PAPER_PEAKS_MB, {})
     free = packing.free_gpu_memory_mb()

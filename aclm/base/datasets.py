@@ -33,6 +33,7 @@ from typing import Optional
 import yaml
 
 from aclm.base.data import FORMATS, DataError, TaggedSentence, normalise_tags, read_conll
+from aclm.base.io import file_digest, split_lines
 from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
 
 ROOTS = ("data", "project", "absolute")
@@ -240,7 +241,39 @@ def detect_language(path: Path, max_words: int = 20_000) -> str:
     return best
 
 
-def resolve_data_dir(data_dir: str | None) -> Path:
+#: The published data's digests (``sha256sum`` format, paths as the registry writes them): the files the
+#: project's numbers were made from.
+PINS = CONFIG_DIR / "data.sha256"
+
+
+@lru_cache(maxsize=1)
+def pins() -> dict[str, str]:
+    lines = split_lines(PINS.read_text(encoding="utf-8")) if PINS.exists() else []
+    return {rel.strip(): digest for digest, rel in (line.split(None, 1) for line in lines if line.strip())}
+
+
+def data_variant(name: str, data_dir: str | Path | None) -> str:
+    """``""`` when no training file of registered dataset ``name`` (train, dev and the released samples; a
+    union's: its members') differs from the published one pinned in ``configs/data.sha256``; else
+    ``data-<8 hex>`` of their contents: the runs of a copy that differs go to a dataset folder of their own
+    (``multiconer/en+data-1a2b3c4d/``), beside the published data's, never over them.  A file the pins do not
+    hold (a dataset of your own) never counts as differing.  Test sets are not among them: an edited test set
+    re-scores in place, and ``result.json`` records which test set it scored on."""
+    specs = registry()
+    if name not in specs:
+        return ""
+    base, digests = resolve_data_dir(data_dir), {}
+    for spec in [specs[m] for m in specs[name].union] or [specs[name]]:
+        for rel in {spec.train, spec.dev, *spec.samples.values()} - {None}:
+            path = spec.path(rel, base)
+            if path.is_file():
+                digests[rel] = file_digest(path)
+    if all(pins().get(rel, digest) == digest for rel, digest in digests.items()):
+        return ""
+    return "data-" + hashlib.sha256(repr(sorted(digests.items())).encode()).hexdigest()[:8]
+
+
+def resolve_data_dir(data_dir: str | Path | None) -> Path:
     return Path(data_dir or os.environ.get("ACLM_DATA_DIR") or PROJECT_ROOT / "data")
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -99,4 +100,41 @@ def sha256_path(path: str | Path) -> str:
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
+    return h.hexdigest()
+
+
+_SMALL = 1 << 20            # files below this are hashed at every first look; larger ones once per version
+_KNOWN: dict[str, str] = {}
+
+
+def _digest_store() -> Path:
+    """Where large files' digests are kept: ``$ACLM_CACHE/digests``, else ``~/.cache/aclm/digests``."""
+    return Path(os.environ.get("ACLM_CACHE") or Path.home() / ".cache" / "aclm") / "digests"
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file's bytes, hashed once per version of it: the digest is kept (in this process; a large
+    file's also on disk) under the file's device, inode, size, modification and change times.  The change time
+    moves with every write and cannot be set back by hand, so bytes swapped under a kept modification time are
+    hashed again; a file changed in the last two seconds is hashed at every look, since a second write within
+    one tick of the file system's clock would keep its times."""
+    st = os.stat(path)
+    settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2 * 10**9
+    key = f"{st.st_dev}-{st.st_ino}-{st.st_size}-{st.st_mtime_ns}-{st.st_ctime_ns}"
+    kept = _digest_store() / key[-2:] / key
+    if settled and key not in _KNOWN and st.st_size >= _SMALL and kept.is_file():
+        _KNOWN[key] = kept.read_text()
+    if settled and key in _KNOWN:
+        return _KNOWN[key]
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    if settled:
+        _KNOWN[key] = h.hexdigest()
+        if st.st_size >= _SMALL:
+            try:
+                atomic_write_text(kept, h.hexdigest())
+            except OSError:             # a read-only or full cache: hash again next time
+                pass
     return h.hexdigest()

@@ -74,9 +74,9 @@ from aclm.base.config import load_config
 from aclm.base.datasets import registry as dataset_registry
 from aclm.base.io import atomic_write_text, read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
-from aclm.base.runtime import Interrupted
-from aclm.run.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_name
-from aclm.run.stages import Stale, planning, prune
+from aclm.base.signals import Interrupted
+from aclm.engine import Stale, planning, prune
+from aclm.stages.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_name
 
 GRID_DIR = PROJECT_ROOT / "configs" / "grids"
 RUN_SCRIPT = PROJECT_ROOT / "scripts" / "run_method.py"
@@ -149,7 +149,8 @@ class Cell:
 
     @property
     def layout(self) -> RunLayout:
-        return RunLayout(self.runs, self.profile, dataset_dir_name(self.dataset), self.gold, self.seed,
+        data_dir = next((o.split("=", 1)[1] for o in self.overrides if o.startswith("data_dir=")), None)
+        return RunLayout(self.runs, self.profile, dataset_dir_name(self.dataset, data_dir), self.gold, self.seed,
                          self.method, self.variant)
 
     @property

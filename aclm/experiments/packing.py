@@ -14,7 +14,7 @@ more.  The card's free memory, 5% kept back, over that need, and at most one
 run per CPU core.
 
 Without a ledger every run is counted at the largest need among its stages,
-so a grid's ACLM runs pack by S4's 29 GB.  With one (:mod:`aclm.run.gpu_share`,
+so a grid's ACLM runs pack by S4's 29 GB.  With one (:mod:`aclm.engine.memory`,
 what ``JOBS=auto`` uses) runs are counted at their tagger's need, and each
 stage leases its own while it runs: a larger stage waits for the memory.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from aclm.run import gpu_share
+from aclm.engine import memory as gpu_share
 
 #: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  Two
 #: were not measured there: Gold-only's scoring (s1_eval) gets S7's scoring's, the same work on the same

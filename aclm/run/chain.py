@@ -6,22 +6,22 @@
 The method's own stages are ACLM's S2-S5 (keywords, templates, generator,
 generation) or one ``augment`` stage running the method's function from the
 method table (:mod:`aclm.base.registry`).  A :class:`Step` names its stage,
-the declared stage function (:func:`aclm.run.stages.stage`, which skips it
-when nothing it reads changed) and the earlier steps whose directories it
-reads; ``scripts/run_method.py --list-stages`` prints a method's chain.
+the declared stage (:mod:`aclm.stages`, which skips itself when nothing it
+reads changed) and the earlier steps whose folders it reads;
+``scripts/run_method.py --list-stages`` prints a method's chain.
 
 Unless ``storage.keep_models``, the S4 generator's weights are deleted once
 S5 has written its generations, and, when ``storage.keep_final_tagger`` is
 off as in the grids, the S7 tagger's once it is scored
-(:func:`aclm.run.stages.prune`); a later stage that needs them again rebuilds
-them (the stage raises :class:`aclm.run.stages.Pruned`, and the loop re-runs
+(:func:`aclm.engine.prune`); a later stage that needs them again rebuilds
+them (the stage raises :class:`aclm.engine.Pruned`, and the loop re-runs
 the step that made them first).
 
-A run holds its method folder's lock for the whole chain (:mod:`aclm.run.locks`: a second run of the
+A run holds its method folder's lock for the whole chain (:func:`aclm.engine.folder_lock`: a second run of the
 same folder fails at once, naming the first, or waits with ``wait``), and checks for a signal that a
 library swallowed between stages.
 
-Planning a chain (:func:`aclm.run.stages.planning`: is a finished run still
+Planning a chain (:func:`aclm.engine.planning`: is a finished run still
 current?) imports no training library: the stage modules load flair and
 transformers only where a stage builds.
 """
@@ -33,22 +33,28 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 from omegaconf import DictConfig
 
 from aclm.base import registry
 from aclm.base.config import ConfigError
-from aclm.base.runtime import check_interrupted, logging_to
-from aclm.run import layout
+from aclm.base.logs import logging_to
+from aclm.base.signals import check_interrupted
+from aclm.engine import STAMP, Pruned, Stale, folder_lock, planning, prune, stamp
+from aclm.engine.stages import Stage, in_planning
 from aclm.run.datacheck import preflight
-from aclm.run.gold import data_stage
-from aclm.run.layout import RunLayout
-from aclm.run.locks import folder_lock
-from aclm.run.pipeline import (augment_keys, augment_stage, generation_stage, generator_stage, keywords_stage,
-                               postprocess_stage, templates_stage)
-from aclm.run.stages import STAMP, Pruned, Stale, in_planning, planning, prune, stamp
-from aclm.run.tagging import s1_eval_stage, s1_stage, s7_eval_stage, s7_stage
+from aclm.stages import layout
+from aclm.stages.augment import augment_stage
+from aclm.stages.generation import generation_stage
+from aclm.stages.generator import generator_stage
+from aclm.stages.gold import data_stage
+from aclm.stages.keywords import keywords_stage
+from aclm.stages.layout import RunLayout
+from aclm.stages.ner import s1_stage, s7_stage
+from aclm.stages.postprocess import postprocess_stage
+from aclm.stages.scores import s1_eval_stage, s7_eval_stage
+from aclm.stages.templates import templates_stage
 
 
 log = logging.getLogger("aclm.run.chain")
@@ -67,8 +73,8 @@ class Step:
     one it needs and is not given, fails here, when the chain is built, before anything runs.
     """
 
-    name: str                                   # its directory (aclm.run.layout)
-    stage: Callable[..., Path]                  # called as stage(cfg, force=..., **{argument: directory})
+    name: str                                   # its directory (aclm.stages.layout)
+    stage: Stage                                # called as stage(cfg, force=..., **{argument: directory})
     inputs: Mapping[str, str] | tuple[str, ...] = ()
     needs: tuple[str, ...] = ()                 # the S6 of these methods of the setting, where they ran (needs=)
     scores: bool = False                        # a scoring stage: it gets every earlier step by name (chain=)
@@ -78,16 +84,16 @@ class Step:
         inputs = dict(self.inputs) if isinstance(self.inputs, Mapping) else {name: name for name in self.inputs}
         object.__setattr__(self, "inputs", inputs)
         given = {*inputs, *(["needs"] if self.needs else []), *(["chain"] if self.scores else [])}
-        parameters = inspect.signature(self.stage).parameters
-        takes = {n for n, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        wanted = {n for n in takes if parameters[n].default is inspect.Parameter.empty} - {"c", "cfg", "out"}
+        parameters = list(inspect.signature(self.stage.build).parameters.values())[2:]     # after (c, out)
+        takes = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        wanted = {p.name for p in parameters if p.default is inspect.Parameter.empty}
         if given - takes or wanted - given:
-            raise WiringError(f"step {self.name}: {self.stage.__name__} takes {sorted(takes - {'c', 'cfg', 'out'})}, "
+            raise WiringError(f"step {self.name}: {self.stage.build.__name__} takes {sorted(takes)}, "
                               f"the chain gives {sorted(given)}")
 
     def config_keys(self, cfg: DictConfig) -> tuple[str, ...]:
         """The config keys its stage reads (a baseline's augment stage: those of the method table's entry)."""
-        return getattr(self.stage, "config_keys", None) or augment_keys(registry.get(cfg.method))
+        return self.stage.keys_of(cfg)
 
     def describe(self, cfg: DictConfig) -> str:
         """Two lines for ``--list-stages``: what it is and reads, and the config keys it reads."""
@@ -95,7 +101,7 @@ class Step:
                  *(f"{m}/{layout.S6} (if it ran)" for m in self.needs)]
         if self.scores:
             reads.append("chain= every earlier stage by name")
-        line = f"{self.name:<15} {self.stage.__module__ + '.' + self.stage.__name__:<37}"
+        line = f"{self.name:<15} {self.stage.build.__module__ + '.' + self.stage.build.__name__:<37}"
         line += f" reads {', '.join(reads)}" if reads else ""
         line = (line + (f"; then prunes {self.frees}" if self.frees else "")).rstrip()
         return f"{line}\n{'':<16}keys: {', '.join(self.config_keys(cfg))}"
@@ -153,7 +159,7 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
     if until == names[-1]:
         until = None                        # the whole chain
     done: dict[str, Path] = {}
-    if in_planning():
+    if in_planning():                       # checking a finished run (a grid, a table): no data check, no lock
         return _run_steps(cfg, steps, by_name, until, forced, done)
     will_run = steps[:names.index(until) + 1] if until else steps
     preflight(cfg, [key for step in will_run for key in step.config_keys(cfg)])

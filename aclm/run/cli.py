@@ -18,15 +18,20 @@ from typing import Callable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import ConfigError, flatten, key_help, load_config, schema_keys, to_dict
+
+from aclm.base.config import ConfigError, key_help, load_config, schema_keys
+
+from aclm.base.dicts import flatten, to_dict
 from aclm.base.data import DataError
-from aclm.base.runtime import Interrupted, RunError, check_interrupted, handle_signals, setup_logging
-from aclm.run import layout, outputs
+from aclm.base.logs import setup_logging
+from aclm.base.runtime import RunError
+from aclm.base.signals import Interrupted, check_interrupted, handle_signals
+from aclm.engine import ENVIRONMENT
+from aclm.stages import layout, outputs
 from aclm.run.chain import chain, run_method
-from aclm.run.gold import asked_size
-from aclm.run.layout import RunLayout
+from aclm.stages.gold import asked_size
+from aclm.stages.layout import SHARED, RunLayout
 from aclm.run.naming import run_config
-from aclm.run.stages import ENVIRONMENT, SHARED, NoSpace, facts
 
 
 #: ``stage_parser(..., stages=WHOLE_CHAIN)``: ``--help`` lists the keys of every stage of the method's chain.
@@ -130,7 +135,7 @@ def main_guard(main: Callable[[], None]) -> None:
         check_interrupted()
     except Interrupted as stop:
         _interrupted(stop)
-    except (DataError, FileNotFoundError, ConfigError, RunError, NoSpace) as err:
+    except (DataError, FileNotFoundError, ConfigError, RunError) as err:
         try:
             check_interrupted()             # an error caused by a signal (a torn save) is the signal's
         except Interrupted as stop:
@@ -185,7 +190,7 @@ def stage_script(doc: str, stage_name: str, label: str) -> None:
         if stage_name is None:
             print(summary(cfg, done))
             return
-        found = json.dumps(facts(done[stage_name]), separators=(", ", ": "))
+        found = json.dumps(outputs.facts(done[stage_name]), separators=(", ", ": "))
         print(f"{label}: {done[stage_name]}  {found if len(found) <= 300 else found[:297] + '...'}")
 
     main_guard(main)

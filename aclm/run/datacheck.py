@@ -45,10 +45,15 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import NEEDS_ATTENTION, ConfigError, hub_revision, is_hub_id, layer_indices, model_path
+
+from aclm.base.config import ConfigError
+
+from aclm.base.models import hub_revision, is_hub_id, model_path
+
+from aclm.base.layers import NEEDS_ATTENTION, layer_indices
 from aclm.base.data import DataError, TaggedSentence, first_mentions, first_spans, read_conll, token_source
-from aclm.base.datasets import get_spec, missing_hint, resolve_data_dir
-from aclm.run.gold import member_config, sample_source, test_names, wanted_dev_size
+from aclm.base.datasets import data_variant, get_spec, missing_hint, resolve_data_dir
+from aclm.stages.gold import member_config, sample_source, test_names, wanted_dev_size
 
 log = logging.getLogger("aclm.run.datacheck")
 
@@ -319,7 +324,7 @@ def sample_lacks_test_types(cfg: DictConfig, read: dict[str, Sequence[TaggedSent
     """The types the gold sample S0 will draw lacks and a test set has: its tagger could never predict them, and
     scoring would refuse the test set after all the training (a rare type a small stratified sample missed).
     The sample is drawn here as S0 draws it: a second or less."""
-    from aclm.run.gold import gold_data
+    from aclm.stages.gold import gold_data
 
     sampled = {etype for s in gold_data(cfg)[0] for etype in s.entity_types}
     tested = {etype: dataset_of(role) for role, found in read.items() if role.endswith(" test")
@@ -415,6 +420,10 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
         report.errors.append(str(err).strip("'\""))
         return report
     report.errors += missing_files(files, cfg)
+    variant = data_variant(cfg.dataset, cfg.data_dir)
+    if variant:
+        report.warnings.append(f"{cfg.dataset}: files differ from the published ones (configs/data.sha256): its "
+                               f"runs go to a folder of their own, {cfg.dataset}+{variant}/")
     read: dict[str, list[TaggedSentence]] = {}
     for role, path in files.items():
         if not path.exists():

@@ -25,11 +25,14 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.config import config_hash, flatten, load_config, read_config_file, to_dict
+
+from aclm.base.config import load_config, read_config_file
+
+from aclm.base.dicts import config_hash, flatten, to_dict
 from aclm.base.datasets import set_language
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.run.chain import chain
-from aclm.run.stages import SHARED, hashed, view
+from aclm.stages.layout import SHARED
 
 #: What says which run it is, not how it runs: never part of a folder's name.
 COORDINATES = ("profile", "method", "dataset", "gold", "seed", "variant", "setting_variant", "data_dir",
@@ -50,7 +53,7 @@ def stage_views(cfg: DictConfig) -> tuple[dict, dict]:
     fingerprint holds it, links (``${generator.epochs}``) resolved."""
     shared, own = {}, {}
     for step in chain(cfg):
-        (shared if step.name in SHARED else own)[step.name] = hashed(view(cfg, step.config_keys(cfg)))
+        (shared if step.name in SHARED else own)[step.name] = step.stage.fingerprint(cfg)
     return shared, own
 
 

@@ -25,6 +25,7 @@ from aclm.base.io import atomic_write_text
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
 from aclm.steps.labels import label_tokens, label_words
+from aclm.steps.recipes import best_evaluation, precision_flags
 from aclm.steps.templates import Piece, dynamic_mask, render
 
 log = logging.getLogger("aclm.steps.generator")
@@ -149,14 +150,6 @@ class KeepBestWeights(TrainerCallback):
                 t.copy_(self.weights[name])
 
 
-def precision_flags(mode: str, device: torch.device) -> dict:
-    if device.type != "cuda" or mode == "no":
-        return {}
-    if mode == "auto":
-        mode = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return {mode: True}
-
-
 def training_arguments(cfg: DictConfig, work_dir: Path, seed: int, device: torch.device) -> Seq2SeqTrainingArguments:
     """The generator's training recipe (also MulDA's): one evaluation per epoch, best by dev loss
     (:class:`KeepBestWeights` keeps it: no checkpoint is written)."""
@@ -166,11 +159,6 @@ def training_arguments(cfg: DictConfig, work_dir: Path, seed: int, device: torch
         weight_decay=cfg.weight_decay, eval_strategy="epoch", save_strategy="no",
         seed=seed, data_seed=seed, report_to=[], logging_steps=10, dataloader_num_workers=0,
         use_cpu=device.type == "cpu", **precision_flags(cfg.mixed_precision, device))
-
-
-def best_evaluation(trainer) -> dict:
-    """The logged evaluation with the lowest dev loss (its ``epoch`` says when the kept model was saved)."""
-    return min((e for e in trainer.state.log_history if "eval_loss" in e), key=lambda e: e["eval_loss"])
 
 
 def epoch_losses(log_history: Sequence[dict]) -> list[dict]:

@@ -30,7 +30,10 @@ import stopwordsiso
 import torch
 from tqdm.auto import tqdm
 
-from aclm.base.config import NEEDS_ATTENTION, KeywordConfig, layer_indices
+
+from aclm.base.config import KeywordConfig
+
+from aclm.base.layers import NEEDS_ATTENTION, layer_indices
 from aclm.base.data import TaggedSentence, bio_spans
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from aclm.base import tensorboard
-from aclm.base.config import model_path
+from aclm.base.models import model_path
 from aclm.base.data import TaggedSentence
 from aclm.base.runtime import RunError
 from aclm.steps.subtokens import batched_subtokens
@@ -198,7 +198,7 @@ class BestInMemory(TrainerPlugin):
 def no_dev_predictions_file(tagger: SequenceTagger) -> Iterator[None]:
     """Inside the block the tagger's evaluation writes no predictions file: flair's trainer asks for the dev
     set's (``dev.tsv``) at every epoch, a label object per token, and nothing reads it (S7's test predictions
-    are written by :func:`aclm.run.tagging.evaluate_on`)."""
+    are written by :func:`aclm.stages.ner.evaluate_on`)."""
     evaluate = tagger.evaluate
     tagger.evaluate = lambda *args, **kwargs: evaluate(*args, **{**kwargs, "out_path": None})
     try:

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 
 from aclm.base.io import atomic_write_text
 from aclm.experiments.grid import Cell, Grid
-from aclm.run import layout
+from aclm.stages import layout
 from aclm.tables.report import OK, method_id, run_status, test_sets
 
 #: The same fields on every index line, so that a datasets.Dataset gets one schema.

@@ -22,7 +22,8 @@ from typing import Sequence
 
 import torch
 
-from aclm.base.config import model_path
+
+from aclm.base.models import model_path
 
 MODES = ("sentence", "corpus")
 

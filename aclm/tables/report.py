@@ -53,10 +53,10 @@ from aclm.base.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.registry import METHODS
 from aclm.experiments.grid import OFFICIAL_PREFIX, SLICE_PREFIX, Cell, GoldSize, Grid, failure
-from aclm.run import outputs
-from aclm.run.layout import GOLD_ONLY
-from aclm.run.provenance import code_digests
-from aclm.run.stages import STAMP, model_folders
+from aclm.stages import outputs
+from aclm.stages.layout import GOLD_ONLY
+from aclm.engine.code import code_digests
+from aclm.engine.identity import STAMP, model_reads
 from aclm.tables.perplexity import perplexity
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
@@ -631,12 +631,12 @@ def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
 class PerplexityCache:
     """Perplexity per (aug.conll content, model and its weights, mode, the scoring code), kept in a JSON file so
     re-aggregating is free; weights rebuilt or downloaded anew under the same name, or an edit of the scoring
-    code, score again (the model's identity as a stage's: :func:`aclm.run.stages.model_folders`)."""
+    code, score again (the model's identity as a stage's: :func:`aclm.engine.identity.model_reads`)."""
 
     def __init__(self, path: Path, mode: str = "sentence", device: Optional[str] = None):
         self.path, self.mode, self.device = Path(path), mode, device
         self.values: dict = read_json(self.path) if self.path.exists() else {}
-        self.code = code_digests(perplexity)
+        self.code = code_digests([perplexity.__module__])
 
     def __call__(self, cell: Run, result: dict) -> Optional[float]:
         if not cell.aug_path.exists():
@@ -644,7 +644,7 @@ class PerplexityCache:
         analysis = result["config"]["analysis"]
         model = analysis["perplexity_model"]
         identity = {"augmentations": sha256_path(cell.aug_path), "model": model, "mode": self.mode,
-                    "weights": model_folders({"perplexity_model": model}), "code": self.code}
+                    "weights": model_reads({"perplexity_model": model}), "code": self.code}
         key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
         if key not in self.values:
             # a method that kept no augmentation writes an empty aug.conll (perplexity None)

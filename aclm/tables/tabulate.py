@@ -15,10 +15,12 @@ recorded code that differs from this checkout's (an edit or a pull since it
 ran) counts, marked ``[warned]``, its warning naming the changed modules.
 
 Runs are seeds of one entry only when everything else is equal: the profile,
-the method and variant, the setting, and the config result.json recorded
+the method and variant, the setting, the config result.json recorded
 (``config``: every stage's keys) less ``seed`` and the keys that say where
 files live or what ran them (``data_dir``, ``run_dir``, ``device``,
-``storage.*``).  Several profiles in one table each get their own columns
+``storage.*``), and what the run was scored on and cut from (each test set's
+size and content, the gold data's content: ``test set multiconer/en=2000
+sentences, 1a2b3c4d`` labels two entries scored on different test sets).  Several profiles in one table each get their own columns
 (F1) or rows (per type), named by the profile; runs of one method and setting
 whose configs differ are rows of their own, each labelled with the keys that
 differ (``ACLM [generator.epochs=10]``).  A failed run (no config recorded)
@@ -56,15 +58,16 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from aclm.base.config import flatten
+
+from aclm.base.dicts import flatten
 from aclm.base.io import read_json
 from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.grid import Block, GoldSize, Grid, expand, failure, load_grid, with_test_set
-from aclm.run import outputs
-from aclm.run.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
-from aclm.run.provenance import changed_code
-from aclm.run.stages import STAMP, chain_code
+from aclm.stages import outputs
+from aclm.stages.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
+from aclm.engine import STAMP, stamp
+from aclm.engine.code import changed_code
 from aclm.tables.report import FAILED as FAILED_STATUS
 from aclm.tables.report import OK, Report, assemble, method_id, read_reference, template_fields, test_sets
 
@@ -174,7 +177,8 @@ def identify(path: Path) -> FoundRun:
                     int(fields["seed"]), str(record.get("variant") or method_dir.partition("@")[2]),
                     path.parent / RESULT, setting_variant=str(record.get("setting_variant")
                                                               or setting_dir.partition("@")[2]),
-                    settings=compared(config) if isinstance(config, dict) else None, overrides=overrides)
+                    settings=compared(config) + scored_on(record) if isinstance(config, dict) else None,
+                    overrides=overrides)
 
 
 # --- which runs are seeds of one entry -----------------------------------------------------
@@ -187,6 +191,20 @@ def compared(config: dict) -> Settings:
     """What of a run's recorded config must be equal for two runs to be seeds of one entry: all of it but
     ``seed`` and where files live (``data_dir``, ``run_dir``, ``device``, ``storage.*``)."""
     return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in flatten(config).items() if is_compared(k)))
+
+
+def scored_on(result: dict) -> Settings:
+    """What a run was scored on and cut from, as its result.json recorded it: each test set's size and content,
+    and the gold data's content.  Runs that differ in them are never seeds of one entry."""
+    data = result.get("data") or {}
+    tests = {key.partition(":")[2]: size for key, size in (result.get("sizes") or {}).items() if key.startswith("test:")}
+    found = [(f"test set {name}", json.dumps(f"{size} sentences" + (f", {data['test'][name][:8]}"
+                                                                    if name in data.get("test", {}) else "")))
+             for name, size in tests.items()]
+    if data.get("gold"):
+        found.append(("gold data", json.dumps(hashlib.sha256(repr(sorted(data["gold"].items())).encode())
+                                               .hexdigest()[:8])))
+    return tuple(sorted(found))
 
 
 def agrees(value: str, given: str) -> bool:
@@ -329,6 +347,17 @@ def found_status(run: FoundRun) -> tuple[str, Optional[dict], Optional[str]]:
 
 #: how many changed modules a warning names
 SHOWN_CHANGES = 4
+
+
+def chain_code(scores: Path) -> dict[str, dict[str, str]]:
+    """The code digests each stage of a scoring stage's chain recorded (its own stamp and its inputs'), by stage
+    folder: what made the result, to hold against the code now."""
+    own = stamp(scores)
+    root = scores.parent if scores.name == S1_EVAL else scores.parent.parent    # the setting's folder
+    inputs = [root / name for name in own["identity"]["inputs"]]
+    return {str(scores): own["identity"].get("code", {}),
+            **{str(folder): stamp(folder)["identity"].get("code", {}) for folder in inputs
+               if (folder / STAMP).is_file()}}
 
 
 def changed_since(scores: Path) -> list[str]:

@@ -1,22 +1,14 @@
 """One writer per run folder: an exclusive lock that names its holder.
 
-Two runs that write one folder would overwrite each other's stages (one
-run's S5 deleting the S4 weights the other had just written).  A run holds
+Two runs writing one folder would overwrite each other's stages (one run's S5 deleting the S4 weights the
+other had just written).  So a writer holds the folder's lock (``<folder>/.locks/<name>.lock``): a second
+writer fails at once naming the first, or waits (``wait=True``).  The run machinery takes one per setting
+while it checks or builds the stages every method shares, and one per method folder for a whole chain.
 
-* the **setting lock** (``<setting>/.locks/setting.lock``) while it checks
-  or builds a stage every method of the setting shares (the gold data, S1,
-  its scores): a second run waits for it, which is how a grid's methods wait
-  for their setting's S1;
-* the **method lock** (``<setting>/.locks/<method>[@<variant>].lock``) for
-  its whole chain: a second run of the same method folder fails at once,
-  naming the holder, or waits with ``--wait``.
-
-The locks are ``flock`` locks (:mod:`filelock`): the kernel releases them
-when their process dies, however it dies.  Beside each lock a small JSON
-record names the holder (PID, host, start, command) for whoever finds it
-taken.  A record left by a process that is gone says a run was killed: its
-scratch folders (``.*.tmp``) are orphans, removed with a warning,
-which is safe because every writer of that folder holds the lock.
+The locks are ``flock`` locks (:mod:`filelock`): the kernel releases them when their process dies.  Beside
+each a JSON record names the holder (PID, host, start, command).  A record left by a process that is gone
+says a run was killed: its scratch folders (``.*.tmp``) are orphans, removed with a warning, which is safe
+because every writer of that folder holds the lock.
 """
 
 from __future__ import annotations
@@ -34,12 +26,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+import psutil
 from filelock import FileLock, Timeout
 
 from aclm.base.io import write_json
 from aclm.base.runtime import RunError
 
-log = logging.getLogger("aclm.run.locks")
+log = logging.getLogger("aclm.engine.locks")
 LOCKS = ".locks"
 #: How often a waiting run says again what it waits for.
 WAIT_REPORT_S = 60.0
@@ -56,15 +49,7 @@ def holder_line(record: dict) -> str:
 
 def _alive(record: dict) -> bool:
     """Whether the process a holder record names still runs (only knowable on its own host)."""
-    if record.get("host") != socket.gethostname():
-        return True
-    try:
-        os.kill(int(record["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, KeyError, ValueError, TypeError):
-        return True
-    return True
+    return record.get("host") != socket.gethostname() or psutil.pid_exists(int(record.get("pid") or 0))
 
 
 def _read(path: Path) -> dict:
@@ -76,16 +61,12 @@ def _read(path: Path) -> dict:
 
 def remove_scratch(folder: Path) -> int:
     """Delete the scratch folders and files (``.*.tmp``) a killed run left in ``folder``; returns how many."""
-    gone = 0
-    for scratch in Path(folder).glob(".*.tmp"):
-        if scratch.is_dir():
-            shutil.rmtree(scratch, ignore_errors=True)
-        else:
-            scratch.unlink(missing_ok=True)
-        gone += 1
-    if gone:
-        log.warning("removed %d scratch folder(s) that a killed run left in %s", gone, folder)
-    return gone
+    found = list(Path(folder).glob(".*.tmp"))
+    for scratch in found:
+        shutil.rmtree(scratch, ignore_errors=True) if scratch.is_dir() else scratch.unlink(missing_ok=True)
+    if found:
+        log.warning("removed %d scratch folder(s) that a killed run left in %s", len(found), folder)
+    return len(found)
 
 
 @contextmanager
@@ -106,9 +87,15 @@ def folder_lock(setting: Path, name: str, cleans: Path, wait: bool) -> Iterator[
             if previous and not _alive(previous):
                 log.warning("the lock of %s was left by a run that is gone (%s); taking it over",
                             setting, holder_line(previous))
-            write_json(record_path, {"pid": os.getpid(), "host": socket.gethostname(),
-                                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                     "command": " ".join(sys.argv)})
+            try:
+                write_json(record_path, {"pid": os.getpid(), "host": socket.gethostname(),
+                                         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                         "command": " ".join(sys.argv)})
+            except OSError as err:
+                if err.errno != errno.ENOSPC:
+                    raise
+                raise RunError(f"no space left on device: {locks} cannot hold the record of who writes {cleans} "
+                               f"(free some space there, or point run_dir= elsewhere)") from None
             remove_scratch(cleans)
         yield
     finally:

@@ -1,11 +1,5 @@
-"""S1 and S7, training a tagger (on the gold data; on gold + augmentations), and scoring it on the test sets.
-
-Each is a declared stage (:func:`aclm.run.stages.stage`).  Training and
-scoring are separate stages, so a new or edited test set re-scores without
-re-training.  flair (:mod:`aclm.steps.tagger`) is imported where a tagger
-trains or predicts, not with this module: a chain is planned (the grids, the
-tables) without it.
-"""
+"""Scores: a trained tagger (S1's for Gold-only, S7's for a method) on every test set of the run; its
+``result.json`` records the whole chain (config, timings, augmentation figures, checkout)."""
 
 from __future__ import annotations
 
@@ -14,55 +8,17 @@ from typing import Mapping
 
 from omegaconf import OmegaConf
 
-from aclm.base.config import config_hash, to_dict
-from aclm.base.data import DataError, TaggedSentence, check_label_sets
+from aclm.base.data import DataError
 from aclm.base.datasets import get_spec, load_split
-from aclm.base.io import atomic_write_text, write_json
-from aclm.base.runtime import library_versions, seed_everything, select_device
-from aclm.run import layout, outputs
-from aclm.run.gold import test_datasets_read_as, test_files, test_names
-from aclm.run.provenance import checkout
-from aclm.run.stages import stage, stamp
-
-
-def train(c, out: Path, data: Path, sentences: list[TaggedSentence]) -> dict:
-    """Train on ``sentences`` (dev from the data stage); fail when the tagger learned nothing."""
-    from aclm.steps.tagger import check_learned, load_tagger, train_tagger
-
-    seed_everything(c.seed)
-    select_device(c.device)
-    dev = outputs.gold(data, "dev")
-    types = check_label_sets({"train": sentences, "dev": dev})
-    model, training = train_tagger(c.ner, sentences, dev, types, out)
-    tagger = load_tagger(model)
-    dev_scores, dev_predicted = evaluate_on(tagger, dev, c.ner.eval_batch_size, None)
-    check_learned(dev_scores["f1"], dev_predicted, c.ner, out)
-    return {"train": len(sentences), "dev": len(dev), "dev_f1": dev_scores["f1"], "types": types,
-            "training": training}
-
-
-@stage(layout.S1, keys=("ner", "seed"))
-def s1_stage(c, out: Path, data: Path) -> dict:
-    return train(c, out, data, outputs.gold(data, "train"))
-
-
-@stage(layout.S7, keys=("ner", "seed"))
-def s7_stage(c, out: Path, data: Path, s6_postprocess: Path) -> dict:
-    return train(c, out, data, outputs.gold_and_augmentations(s6_postprocess))
-
-
-def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predictions_file: Path | None
-                ) -> tuple[dict, list[list[str]]]:
-    """Scores on ``sentences`` and the predicted tags (with a progress bar when the predictions are kept)."""
-    from aclm.base.metrics import evaluate_tags     # seqeval loads scikit-learn: imported where scores are made
-    from aclm.steps.tagger import predict_tags
-
-    predicted = predict_tags(tagger, sentences, batch_size, progress=predictions_file is not None)
-    if predictions_file is not None:
-        lines = "".join("".join(f"{w}\t{g}\t{p}\n" for w, g, p in zip(s.tokens, s.tags, tags)) + "\n"
-                        for s, tags in zip(sentences, predicted))
-        atomic_write_text(predictions_file, lines)
-    return evaluate_tags([s.tags for s in sentences], predicted), predicted
+from aclm.base.dicts import config_hash, to_dict
+from aclm.base.io import file_digest, write_json
+from aclm.base.runtime import select_device
+from aclm.engine import stamp
+from aclm.engine.code import checkout
+from aclm.stages import layout, outputs
+from aclm.stages.declare import stage
+from aclm.stages.gold import test_datasets_read_as, test_files, test_names
+from aclm.stages.ner import evaluate_on
 
 
 def chain_record(chain: Mapping[str, Path]) -> tuple[dict, dict]:
@@ -82,6 +38,24 @@ def learned_nothing(chain: Mapping[str, Path]) -> list[str]:
     return [f"{name}'s tagger learned nothing (dev F1 0; ner.on_no_learning=warn let the run finish)"
             for stage_name, name in taggers.items()
             if stage_name in chain and outputs.tagger_facts(chain[stage_name]).get("dev_f1") == 0]
+
+
+def what_ran(chain: Mapping[str, Path], config: dict) -> tuple[dict, list[str]]:
+    """What ACLM's S2 and S5 did (keywords kept, templates mixed), and a warning for a setting that made the run
+    another method under this one's name (``keywords.p=0``: ACLM only entity; mixner that never mixes)."""
+    ran, warnings = {}, []
+    if layout.S2 in chain:
+        ran["keywords"] = sum(split.get("keywords", 0) for split in outputs.facts(chain[layout.S2]).values())
+        if not ran["keywords"] and config["keywords"]["selection"] != "none":
+            warnings.append(f"S2 kept no keyword (keywords.p={config['keywords']['p']}, keywords.max_subtokens="
+                            f"{config['keywords']['max_subtokens']}): this run is ACLM only entity under its name")
+    if layout.S5 in chain:
+        ran["mixed"] = outputs.facts(chain[layout.S5]).get("mixed", 0)
+        mixner = config["generation"]["mixner"]
+        if not ran["mixed"] and mixner["mode"] != "off":
+            warnings.append(f"S5 mixed no template (generation.mixner: mode {mixner['mode']}, beta {mixner['beta']}, "
+                            f"gamma_sigma {mixner['gamma_sigma']}): this run is mixner off under its name")
+    return ran, warnings
 
 
 EVAL_READS = ("method", "variant", "setting_variant", "profile", "dataset", "gold", "seed", "test_datasets",
@@ -115,6 +89,9 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
         [s.tags for k in own for s in tests[k]], [t for k in own for t in predicted[k]])
     config, timings = chain_record(chain)
     report = outputs.augmentation_report(chain[layout.S6]) if layout.S6 in chain else None
+    ran, degenerate = what_ran(chain, config)
+    data = {"gold": stamp(chain[layout.DATA])["identity"]["inputs"],
+            "test": {name: file_digest(path) for name, path in zip(test_names(c), test_files(c))}}
     result = {
         "method": c.method, "variant": c.variant, "setting_variant": c.setting_variant, "profile": c.profile,
         "dataset": c.dataset, "gold": c.gold, "seed": c.seed,
@@ -125,11 +102,12 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
         "timings": timings,
         "sizes": {"gold": outputs.gold_size(chain[layout.DATA]), "train": trained["train"], "dev": trained["dev"],
                   **{f"test:{k}": len(v) for k, v in tests.items()}},
-        **({"augmentation": report} if report else {}),
-        "warnings": ([report["warning"]] if report and "warning" in report else []) + learned_nothing(chain),
+        **({"augmentation": report} if report else {}), **({"ran": ran} if ran else {}), "data": data,
+        "warnings": ([report["warning"]] if report and "warning" in report else []) + learned_nothing(chain)
+        + degenerate,
         "config": config, "config_hash": config_hash(config),
         "checkout": checkout(),
-        "versions": library_versions(),
+        "versions": checkout()["versions"],
     }
     write_json(out / layout.RESULT, result)
     return {"f1": main["f1"]}

@@ -1,6 +1,6 @@
 """Where a run's files live: the one description of the run directory.
 
-    <run_dir>/<profile>/<dataset>/gold<N>/seed<S>[@<setting_variant>]/
+    <run_dir>/<profile>/<dataset>[+data-<hash>]/gold<N>/seed<S>[@<setting_variant>]/
         data/                  train.conll dev.conll languages.json   (S0, the gold sample)
         s1_ner/                best-model.pt                          (S1, the gold tagger)
         s1_eval/               result.json predictions/               (Gold-only's scores)
@@ -14,8 +14,9 @@ ACLM's own stages are ``s2_keywords``, ``s3_templates``, ``s4_generator`` and
 sweep point (``variant``) gets a method directory of its own beside the
 method's and shares the setting's gold data and S1; a setting whose gold
 sample or S1 differs from the profile's (``setting_variant``) gets a setting
-directory of its own.  :mod:`aclm.run.naming` names both after a run's
-overrides.
+directory of its own (:mod:`aclm.run.naming` names both after a run's
+overrides).  A copy of a dataset whose files differ from the published ones
+has a dataset folder of its own (:func:`aclm.base.datasets.data_variant`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Union
 
-from aclm.base.datasets import run_name
+from aclm.base.datasets import data_variant, run_name
 
 DATA = "data"
 S1, S1_EVAL = "s1_ner", "s1_eval"
@@ -42,6 +43,8 @@ MODEL = "best-model.pt"
 AUG, GOLD_AUG, REPORT = "aug.conll", "gold+aug.conll", "report.json"
 GENERATIONS = "generations.jsonl"
 GOLD_ONLY = "gold_only"
+#: The stages every method of a setting shares: built under the setting's lock.
+SHARED = (DATA, S1, S1_EVAL)
 
 
 def gold_file(split: str) -> str:
@@ -70,8 +73,8 @@ class RunLayout:
     @classmethod
     def of(cls, cfg) -> "RunLayout":
         """The layout of a resolved config (anything with these attributes)."""
-        return cls(str(cfg.run_dir), cfg.profile, dataset_dir_name(cfg.dataset), cfg.gold, cfg.seed, cfg.method,
-                   cfg.variant, getattr(cfg, "setting_variant", ""))
+        return cls(str(cfg.run_dir), cfg.profile, dataset_dir_name(cfg.dataset, cfg.data_dir), cfg.gold, cfg.seed,
+                   cfg.method, cfg.variant, getattr(cfg, "setting_variant", ""))
 
     @property
     def root(self) -> Path:
@@ -117,6 +120,8 @@ class RunLayout:
         return replace(self, method=method, variant="")
 
 
-def dataset_dir_name(dataset: str) -> str:
-    """A dataset's directory name in the run tree: its registry name, or ``local/<folder>-<hash>`` for a folder."""
-    return run_name(dataset)
+def dataset_dir_name(dataset: str, data_dir=None) -> str:
+    """A dataset's directory in the run tree: its registry name (``+data-<hash>`` for a copy whose files differ
+    from the published ones), or ``local/<folder>-<hash>`` for a folder."""
+    variant = data_variant(dataset, data_dir)
+    return run_name(dataset) + (f"+{variant}" if variant else "")

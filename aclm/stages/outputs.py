@@ -1,6 +1,6 @@
 """The one reader of each stage's output.
 
-Where a run's files are is :mod:`aclm.run.layout`; what is in them is known
+Where a run's files are is :mod:`aclm.stages.layout`; what is in them is known
 twice only: by the stage that writes a file and by its reader below, which
 every later stage, script and table goes through.  Facts a stage recorded in
 its stamp (``_stage.json``) are read here too, by what they are.
@@ -13,8 +13,14 @@ from pathlib import Path
 from aclm.base.augmentation import GenerationRow
 from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.io import read_json, read_jsonl
-from aclm.run import layout
-from aclm.run.stages import facts
+from aclm.engine import stamp
+from aclm.stages import layout
+
+
+def facts(stage: Path) -> dict:
+    """The facts a finished stage's build returned (counts, types, timings), as its stamp keeps them."""
+    return stamp(stage)["facts"]
+
 
 # --- S0: the gold sample (data/) -----------------------------------------------------------
 

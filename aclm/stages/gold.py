@@ -14,16 +14,16 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base import splits
-from aclm.base.config import to_dict
+from aclm.base.dicts import to_dict
 from aclm.base.data import DataError, TaggedSentence, check_label_sets, type_counts, write_conll
 from aclm.base.datasets import get_spec, load_split, require_split, resolve_data_dir
 from aclm.base.io import write_json
-from aclm.run import layout
-from aclm.run.stages import stage
+from aclm.stages import layout
+from aclm.stages.declare import stage
 
 DATA_READS = ("dataset", "language", "gold", "splits.source", "splits.seed", "splits.dev_size")
 
-log = logging.getLogger("aclm.run.gold")
+log = logging.getLogger("aclm.stages.gold")
 
 
 def member_config(cfg: DictConfig, member: str) -> DictConfig:

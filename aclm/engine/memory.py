@@ -1,18 +1,14 @@
-"""Runs sharing one GPU lease its memory stage by stage, so a card holds as many runs as their taggers allow.
+"""What a stage holds in memory, measured, and one GPU's memory shared by the runs packed on it.
 
-A run's stages need very different amounts: at paper size the taggers 6 GB in use, S4's mBART-50 29 GB
-(docs/cost.md), and S4 is a small part of a run's time. Packing runs by the largest need leaves the card
-mostly empty; packing them by the tagger's could put too many S4s on it at once. So with ``make
-reproduce-table1 JOBS=auto`` on a GPU, the grid writes a ledger (``create``): the memory the runs may
-fill, and what each GPU stage needs (what its process holds on the card, from its CUDA peak measured or
-at paper size: aclm/experiments/packing.py). Every run finds it through :data:`LEDGER_ENV`, and each
-stage holds its need while it runs (:func:`lease`). A stage whose need does not fit waits, first come
-first served, so a large stage is not passed over forever by small ones; a need larger than the card runs
-alone. Between stages a process that used CUDA still holds its context, counted as :data:`CONTEXT_MB`.
+:class:`PeakMemory` records a stage's peak resident memory and CUDA allocation in its stamp.
 
-The ledger is one JSON file, changed under an exclusive ``flock``; the lease of a process that died (killed,
-out of memory) is dropped by the next process that reads the ledger.  Without the variable, or for a
-stage the ledger does not name (the CPU stages), nothing is leased.
+With ``make reproduce-table1 JOBS=auto`` on a GPU the grid writes a ledger (:func:`create`): the memory the
+runs may fill and what each GPU stage's process holds on the card (measured, or at paper size:
+aclm/experiments/packing.py; S4's mBART-50 29 GB against the taggers' 6 GB, docs/cost.md).  Every run finds
+it through :data:`LEDGER_ENV`, and each stage holds its need while it runs (:func:`lease`).  A need that does
+not fit waits, first come first served, so a large stage is not passed over forever; one larger than the card
+runs alone.  Between stages a process that used CUDA still holds its context (:data:`CONTEXT_MB`).  The
+ledger is one JSON file changed under ``flock``; a dead process's lease is dropped by the next reader.
 """
 
 from __future__ import annotations
@@ -23,14 +19,17 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
 
+import psutil
+
 from aclm.base.io import read_json, write_json
 
-log = logging.getLogger("aclm.run.gpu_share")
+log = logging.getLogger("aclm.engine.memory")
 
 LEDGER_ENV = "ACLM_GPU_LEDGER"
 CONTEXT_MB = 600                 # a CUDA context and what the allocator keeps after empty_cache (one H100)
@@ -54,21 +53,11 @@ def _locked(path: str) -> Iterator[dict]:
         write_json(Path(path), state)
 
 
-def _alive(pid: str) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
 def _take(state: dict, pid: str, stage: str, need: int) -> bool:
     """Queue ``pid``; give it the lease if it is first in the queue and its need fits (or no other stage
     holds a lease, for a need larger than the card)."""
-    state["held"] = {p: h for p, h in state["held"].items() if _alive(p)}
-    state["queue"] = [p for p in state["queue"] if _alive(p)]
+    state["held"] = {p: h for p, h in state["held"].items() if psutil.pid_exists(int(p))}
+    state["queue"] = [p for p in state["queue"] if psutil.pid_exists(int(p))]
     if pid not in state["queue"]:
         state["queue"].append(pid)
     others = {p: h for p, h in state["held"].items() if p != pid}
@@ -134,3 +123,40 @@ def lease(stage: str) -> Iterator[None]:
         _release_cuda_cache()
         with _locked(path) as state:
             state["held"][pid] = {"stage": None, "mb": CONTEXT_MB}
+
+
+class PeakMemory:
+    """The peak resident memory of this process (sampled every ``interval`` s, so a peak between two samples
+    can be missed) and CUDA's exact peak allocation, over a ``with`` block."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval, self.rss_mb, self.cuda_mb = interval, 0.0, None
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while True:
+            self.rss_mb = max(self.rss_mb, process.memory_info().rss / 2**20)
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self) -> "PeakMemory":
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self.cuda_mb = torch.cuda.max_memory_allocated() / 2**20
+
+    def facts(self) -> dict:
+        return {"peak_rss_mb": round(self.rss_mb, 1),
+                **({"cuda_peak_mb": round(self.cuda_mb, 1)} if self.cuda_mb is not None else {})}
