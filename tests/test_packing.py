@@ -11,7 +11,7 @@ import torch
 
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.packing import measured_needs, need_mb, runs_per_gpu, stage_needs
-from aclm.engine import memory as gpu_share
+from aclm.engine.memory import CONTEXT_MB
 
 H100_FREE = 79.2 * 1024                                   # MB free on an idle H100 (the GPU check)
 GOLD_ONLY = ("data", "s1_ner", "s1_eval")
@@ -52,7 +52,7 @@ def test_a_stages_measured_need_replaces_its_paper_size_one(tmp_path):
     (other / "_stage.json").write_text(json.dumps({"memory": {"cuda_peak_mb": 90000}}))
     measured = measured_needs(tmp_path, "mini")
     assert measured == {"s1_ner": 1375, "s4_generator": round(3000 * 29067 / 16313),
-                        "s2_keywords": 2000 + gpu_share.CONTEXT_MB}          # the allocator's reserve where larger
+                        "s2_keywords": 2000 + CONTEXT_MB}          # the allocator's reserve where larger
     assert need_mb(ACLM, measured) == (7339, "s5_generation, at paper size (GPU check)")   # S5 never ran here
     assert need_mb(GOLD_ONLY, measured) == (3722, "s1_eval, at paper size (GPU check)")
 

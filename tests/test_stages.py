@@ -200,3 +200,34 @@ def test_a_path_that_is_no_hub_id_is_not_taken_for_a_hub_model(tmp_path, hub_cac
     from aclm.engine.identity import model_reads as model_folders
 
     assert model_folders({"ner": {"model": "models/mini/no-such-folder"}}) == {}
+
+
+def test_a_file_is_known_by_its_bytes_whatever_its_times_say(tmp_path, monkeypatch):
+    """A digest is kept per version of a file (device, inode, size, times); bytes swapped under a kept size and
+    modification time are a new version, since the change time moves with every write."""
+    import os
+    import time
+
+    from aclm.base import io
+
+    monkeypatch.setenv("ACLM_CACHE", str(tmp_path / "cache"))
+    later = time.time_ns() + 10 * 10**9                     # every file here has settled
+    monkeypatch.setattr(io.time, "time_ns", lambda: later)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"a" * (2 << 20))                   # large: its digest is kept on disk too
+    first = io.file_digest(weights)
+    assert first == hashlib.sha256(b"a" * (2 << 20)).hexdigest() and list((tmp_path / "cache").rglob("*-*"))
+    stat = weights.stat()
+    weights.write_bytes(b"b" * (2 << 20))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert io.file_digest(weights) == hashlib.sha256(b"b" * (2 << 20)).hexdigest()
+
+
+def test_a_new_key_at_its_schema_default_is_no_change_and_any_other_value_is():
+    from aclm.engine.identity import differences
+
+    before = {"config": {"generation": {"top_k": 10}}, "code": {}, "inputs": {}, "version": 1}
+    now = {**before, "config": {"generation": {"top_k": 10, "spare": 3}}}
+    assert differences(before, now, {"generation.spare": 3}) is None
+    assert differences(before, now, {"generation.spare": 4}) == "config changed: generation.spare"
+    assert differences(before, now) == "config changed: generation.spare"           # no default: a change

@@ -570,12 +570,12 @@ def shared_ledger(path: Path) -> dict:
     """The ledger ``JOBS=auto`` writes, for every stage at paper size: the card's free memory less the
     headroom; without a GPU (the dry mode) one and a half S4s, so that stages do wait for each other."""
     from aclm.experiments import packing
-    from aclm.engine import memory as gpu_share
+    from aclm.engine import memory
 
     needs = packing.stage_needs(packing.PAPER_PEAKS_MB, {})
     free = packing.free_gpu_memory_mb()
     capacity = free * packing.HEADROOM if free is not None else 1.5 * needs["s4_generator"]
-    gpu_share.create(path, capacity, needs)
+    memory.create(path, capacity, needs)
     return {"capacity_mb": round(capacity), "needs_mb": needs}
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
-from aclm.engine import memory as gpu_share
+from aclm.engine.memory import CONTEXT_MB, create
 
 #: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  Two
 #: were not measured there: Gold-only's scoring (s1_eval) gets S7's scoring's, the same work on the same
@@ -67,7 +67,7 @@ def measured_needs(run_dir: Path, profile: str) -> dict[str, int]:
         memory, stage = json.loads(path.read_text()).get("memory", {}), path.parent.name
         if memory.get("cuda_peak_mb"):
             held = max(memory["cuda_peak_mb"] * process_factor(stage),
-                       memory.get("cuda_reserved_mb", 0) + gpu_share.CONTEXT_MB)
+                       memory.get("cuda_reserved_mb", 0) + CONTEXT_MB)
             needs[stage] = max(round(held), needs.get(stage, 0))
     return needs
 
@@ -124,6 +124,6 @@ def choose(stages: Iterable[str], run_dir: Path, profile: str, ledger: Optional[
     reason = (f"{runs} runs at once: {free:,.0f} MB free x {HEADROOM} / {need:,} MB (what a process of {source} "
               f"holds), at most {cpus} (CPU cores)")
     if ledger:
-        gpu_share.create(ledger, free * HEADROOM, stage_needs(stages, measured))
+        create(ledger, free * HEADROOM, stage_needs(stages, measured))
         reason += f"; each stage leases its own need from {ledger}, a larger one waits for the memory"
     return Packing(runs, reason)

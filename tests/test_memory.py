@@ -12,7 +12,7 @@ import time
 import pytest
 
 from aclm.experiments import packing
-from aclm.engine import memory as gpu_share
+from aclm.engine import memory
 from aclm.engine.stages import run_stage
 
 NEEDS = {"s4_generator": 8, "s1_ner": 5, "s2_keywords": 1, "huge": 50}
@@ -21,17 +21,17 @@ NEEDS = {"s4_generator": 8, "s1_ner": 5, "s2_keywords": 1, "huge": 50}
 @pytest.fixture
 def ledger(tmp_path, monkeypatch):
     path = tmp_path / "gpu.json"
-    gpu_share.create(path, 10, NEEDS)
-    monkeypatch.setenv(gpu_share.LEDGER_ENV, str(path))
-    monkeypatch.setattr(gpu_share, "POLL_S", 0.05)
+    memory.create(path, 10, NEEDS)
+    monkeypatch.setenv(memory.LEDGER_ENV, str(path))
+    monkeypatch.setattr(memory, "POLL_S", 0.05)
     return path
 
 
 def hold(stage: str, seconds: float, events, started) -> None:
     """A run's stage: lease, say when it got the memory and when it gives it back."""
-    gpu_share.POLL_S = 0.05
+    memory.POLL_S = 0.05
     started.set()
-    with gpu_share.lease(stage):
+    with memory.lease(stage):
         events.put((stage, "got", time.monotonic()))
         time.sleep(seconds)
         events.put((stage, "freed", time.monotonic()))
@@ -82,17 +82,17 @@ def test_a_dead_runs_lease_is_dropped_and_a_need_larger_than_the_card_runs_alone
     state = json.loads(ledger.read_text())
     state["held"][str(dead.pid)] = {"stage": "s4_generator", "mb": 10}        # killed while holding the card
     ledger.write_text(json.dumps(state))
-    with gpu_share.lease("huge"):                                              # 50 MB of 10: alone, so it runs
+    with memory.lease("huge"):                                              # 50 MB of 10: alone, so it runs
         held = json.loads(ledger.read_text())["held"]
     assert held == {str(os.getpid()): {"stage": "huge", "mb": 50}}
-    assert json.loads(ledger.read_text())["held"][str(os.getpid())] == {"stage": None, "mb": gpu_share.CONTEXT_MB}
+    assert json.loads(ledger.read_text())["held"][str(os.getpid())] == {"stage": None, "mb": memory.CONTEXT_MB}
 
 
 def test_without_a_ledger_or_for_a_cpu_stage_nothing_is_leased(ledger, monkeypatch):
-    with gpu_share.lease("s3_templates"):
+    with memory.lease("s3_templates"):
         assert json.loads(ledger.read_text())["held"] == {}
-    monkeypatch.delenv(gpu_share.LEDGER_ENV)
-    with gpu_share.lease("s4_generator"):
+    monkeypatch.delenv(memory.LEDGER_ENV)
+    with memory.lease("s4_generator"):
         pass
     assert json.loads(ledger.read_text())["held"] == {}
 
