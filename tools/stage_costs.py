@@ -39,7 +39,7 @@ from aclm.stages.gold import test_names
 from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
 from aclm.engine import stamp
-from aclm.engine.stages import pruned_files
+from aclm.engine.stages import folder_bytes
 from aclm.stages.outputs import facts
 from tools.epoch_times import later_epochs_mean
 
@@ -102,9 +102,8 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     for name, path in done.items():
         record = stamp(path)
         built, seconds = record["facts"], record["seconds"]
-        written = sum(record["outputs"].values())
-        row = {"stage": name, "seconds": seconds, **record.get("memory", {}), "bytes_written": written,
-               "bytes_kept": written - sum(pruned_files(path).values())}
+        row = {"stage": name, "seconds": seconds, **record.get("memory", {}), "bytes_written": record["bytes"],
+               "bytes_kept": folder_bytes(path)}
         if name in (layout.S1, layout.S7):
             epochs, dev_pass = cfg.ner.epochs, dev * per_scored
             training = max(seconds - (epochs + 1) * dev_pass, 0.0) / epochs

@@ -88,6 +88,12 @@ def _listing(out_dir: Path) -> dict[str, str]:
     return folder_digests(out_dir, skip=(STAMP, PRUNED, tensorboard.FOLDER))
 
 
+def folder_bytes(out_dir: Path) -> int:
+    """The bytes of the files a stage folder holds now (its stamp and records aside)."""
+    return sum(p.stat().st_size for p in Path(out_dir).rglob("*")
+               if p.is_file() and p.relative_to(out_dir).parts[0] not in (STAMP, PRUNED))
+
+
 def prune(out_dir: Path, patterns: Sequence[str] = WEIGHT_PATTERNS) -> int:
     """Delete a finished stage's files matching ``patterns`` (never inside ``planning()``); returns the bytes
     freed.  The stamp stays, so the stages after it stay current."""
@@ -174,7 +180,7 @@ def run_stage(name: str, out_dir: Path, config: Mapping, inputs: Sequence[Path],
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - start, 3), "memory": {**peak.facts(), **memory.reserved_peak()},
             "inputs": list(now["inputs"]), "config": to_dict(config), "identity": now, "reason": reason,
-            "checkout": checkout(), "facts": found, "outputs": _listing(scratch)})
+            "checkout": checkout(), "facts": found, "outputs": _listing(scratch), "bytes": folder_bytes(scratch)})
     log.info("%s: done in %.1f s", name, time.perf_counter() - start)
     return True
 
