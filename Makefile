@@ -19,6 +19,7 @@ TINY     = models/tiny/manifest.json
 MINI_GEN = models/mini/manifest.json
 MINI_WARM = models/mini-warm/manifest.json
 PAPER_SHAPE = models/paper_shape/manifest.json
+REAL_VOCAB = models/tiny-250k/manifest.json
 # where every target finds the datasets: $ACLM_DATA_DIR when set, else ../shared/data when it is there, else ./data
 export ACLM_DATA_DIR ?= $(if $(wildcard ../shared/data/.),$(abspath ../shared/data),$(abspath data))
 # the models a profile's runs need that are built here, not downloaded: each is made first when missing
@@ -29,7 +30,7 @@ PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(
 GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
 METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
 
-.PHONY: FORCE setup test test-all demo tiny-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
+.PHONY: FORCE setup test test-all demo tiny-models real-vocab-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -60,6 +61,11 @@ $(PAPER_SHAPE): FORCE
 	$(PYTHON) tools/build_tiny_models.py --shape paper $$([ -f $$text ] && echo --text $$text)
 
 paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes (6.9 GB, about 1 min)
+
+$(REAL_VOCAB): FORCE
+	$(PYTHON) tools/real_vocab.py --out models/tiny-250k
+
+real-vocab-models: $(REAL_VOCAB)  ## tiny XLM-R and mBART-50 on the real 250k-piece vocabulary, rebuilt offline (~20 s)
 
 mini-generator: $(MINI_GEN)  ## a small mBART-50 pretrained with mBART's denoising on WikiNEuRal en text (~15 min, 2 cores)
 

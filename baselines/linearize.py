@@ -25,6 +25,7 @@ import re
 from typing import Iterable, Sequence
 
 from aclm.base.data import TaggedSentence, normalise_tags
+from aclm.base.text import normal_form
 from aclm.steps import screening
 from aclm.steps.screening import MalformedGeneration
 
@@ -81,7 +82,7 @@ Key = tuple[tuple[str, ...], tuple[str, ...]]
 
 
 def _key(sentence: TaggedSentence) -> Key:
-    return tuple(sentence.tokens), tuple(sentence.tags)
+    return normal_form(sentence.tokens), tuple(sentence.tags)
 
 
 def parse_sample(sample: Sample, known_tags: set[str]) -> TaggedSentence:

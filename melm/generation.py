@@ -29,6 +29,7 @@ from transformers import PreTrainedTokenizerBase
 
 from aclm.base.augmentation import kept_row
 from aclm.base.data import TaggedSentence
+from aclm.base.text import normal_form
 from aclm.steps import screening
 from aclm.steps.labels import linearize, parse_generation
 from aclm.steps.screening import MalformedGeneration
@@ -164,7 +165,8 @@ def screen(seeds: Sequence[Seed], gold: Sequence[TaggedSentence], jobs: Sequence
     job_seeds = [seeds[job.seed_index] for job in jobs]
 
     def is_copy(i: int, result: TaggedSentence) -> bool:
-        return result.tokens in (job_seeds[i].sentence.tokens, gold[job_seeds[i].source].tokens)
+        return normal_form(result.tokens) in (normal_form(job_seeds[i].sentence.tokens),
+                                              normal_form(gold[job_seeds[i].source].tokens))
 
     screened, counts = screening.screen([seed.source for seed in job_seeds], generated, is_copy=is_copy)
     rows = [kept_row(verdict.sentence, [seed.source], round=job.round, code_mixed=seed.code_mixed)

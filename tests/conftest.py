@@ -43,6 +43,19 @@ def tiny_models() -> Path:
 
 
 @pytest.fixture(scope="session")
+def real_vocab() -> Path:
+    """Build (or reuse) models/tiny-250k: tiny XLM-R and mBART-50 on the real 250k-piece vocabulary, rebuilt
+    from the pinned package that carries it (skips, saying so, where it is not installed)."""
+    from tools.real_vocab import DEFAULT_OUT_DIR, MissingVocabulary, build
+
+    try:
+        build(DEFAULT_OUT_DIR)
+    except MissingVocabulary as err:
+        pytest.skip(str(err))
+    return Path(DEFAULT_OUT_DIR)
+
+
+@pytest.fixture(scope="session")
 def mini_generator(shared_data) -> Path:
     """Build (or reuse) models/mini/mbart-large-50, the pretrained small mBART-50 the mini profile points at.
 

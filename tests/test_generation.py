@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 from aclm.base.data import TaggedSentence
 from aclm.steps.generation import Job, build_jobs, decode_keeping_labels, nearest_neighbours, plan_partners, screen
 from aclm.steps.postprocess import filter_augmentations, similarity
-from aclm.steps.screening import zero_counts
+from aclm.steps.labels import parse_generation
+from aclm.steps.screening import MalformedGeneration, zero_counts
 from aclm.steps.templates import Piece
 
 
@@ -84,15 +85,25 @@ def test_retrieval_matches_brute_force(tiny_models):
 
 
 class FakeTokenizer:
-    """ids 0-9 decode to words, 100+ are label tokens, 2 is </s>, 6 is <mask>."""
+    """ids 0-9 decode to words, 100+ are label tokens, 2 is </s>, 6 is <mask>, 7 the unknown piece [UNK]."""
 
-    words = {0: "", 1: "the", 2: "</s>", 3: "band", 4: "copper", 5: "lanterns", 6: "<mask>"}
+    words = {0: "", 1: "the", 2: "</s>", 3: "band", 4: "copper", 5: "lanterns", 6: "<mask>", 7: "[UNK]"}
+    unk_token_id = 7
 
     def decode(self, ids, skip_special_tokens=True):
-        return " ".join(self.words[i] for i in ids if not (skip_special_tokens and i in (0, 2, 6))).strip()
+        return " ".join(self.words[i] for i in ids if not (skip_special_tokens and i in (0, 2, 6, 7))).strip()
 
     def convert_ids_to_tokens(self, i):
-        return {100: "<b-grp>", 101: "<i-grp>", 6: "<mask>"}[i]
+        return {100: "<b-grp>", 101: "<i-grp>", 6: "<mask>", 7: "[UNK]"}[i]
+
+
+def test_an_unknown_piece_kept_in_sight_is_written_unk_and_parsing_rejects_it():
+    ids = [2, 1, 100, 7, 4, 100, 2]           # an entity word that lost characters to the unknown piece
+    text = decode_keeping_labels(FakeTokenizer(), ids, {100, 7})
+    assert text == "the <b-grp> <unk> copper <b-grp>"
+    with pytest.raises(MalformedGeneration, match="lost_characters"):
+        parse_generation(text, ["GRP"])
+    assert decode_keeping_labels(FakeTokenizer(), ids, {100}) == "the <b-grp> copper <b-grp>"   # released: dropped
 
 
 def test_decoding_keeps_label_tokens_apart_from_words():

@@ -22,7 +22,8 @@ def s(text: str, tags: str) -> TaggedSentence:
 def test_count_keys_are_generated_the_statuses_and_one_malformed_key_per_reason():
     assert COUNT_KEYS == ("generated", "kept", "duplicate", "copy", "malformed_empty", "malformed_unknown_tag",
                           "malformed_unpaired_tag", "malformed_glued_tag", "malformed_tag_without_word",
-                          "malformed_unfilled_mask", "malformed_tags_changed", "malformed_truncated")
+                          "malformed_unfilled_mask", "malformed_tags_changed", "malformed_truncated",
+                          "malformed_lost_characters")
     assert STATUSES == COUNT_KEYS[1:]
     assert zero_counts(5) == {key: 5 if key == "generated" else 0 for key in COUNT_KEYS}
 
@@ -52,6 +53,12 @@ def test_screen_parses_then_drops_copies_then_repeats_of_the_same_source():
     assert rows[5].sentence is None
     assert counts == {**zero_counts(), "generated": 7, "kept": 2, "duplicate": 1, "copy": 2,
                       "malformed_unpaired_tag": 1, "malformed_unknown_tag": 1}
+
+
+def test_a_repeat_is_found_in_the_text_as_the_tokenizer_normalises_it():
+    outputs = [s("北京 ， 中国", "B-LOC O B-LOC"), s("北京 , 中国", "B-LOC O B-LOC"), s("北京 ， 中国", "B-LOC O O")]
+    rows, _ = screen([0, 0, 0], outputs)
+    assert [r.status for r in rows] == ["kept", "duplicate", "kept"]      # another tag is another sentence
 
 
 def test_repeats_by_raw_text_are_found_before_parsing_or_not_at_all():

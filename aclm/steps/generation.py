@@ -31,7 +31,7 @@ from aclm.base.augmentation import GenerationRow
 from aclm.steps import screening
 from aclm.steps.constraints import MBART_PROMPT, LabelGrammar, TokenClasses, sampling_arguments, template_entities
 from aclm.steps.generator import language_code, set_language, target_start
-from aclm.steps.labels import PARSERS, label_tokens
+from aclm.steps.labels import PARSERS, UNKNOWN, label_tokens
 from aclm.steps.templates import Piece, dynamic_mask, join, render
 
 log = logging.getLogger("aclm.steps.generation")
@@ -92,7 +92,8 @@ def build_jobs(skeletons: list[list[Piece]], partners: list[list[int | None]], m
 
 def decode_keeping_labels(tokenizer, ids: Sequence[int], keep_ids: set[int]) -> str:
     """Decode, keeping ``keep_ids`` (label tokens; for S5 also the mask token) as separate words and
-    dropping every other special token.
+    dropping every other special token; a kept unknown piece is written ``<unk>`` whatever the tokenizer
+    calls it.
 
     Decoding text segments between kept tokens separately keeps detokenisation
     from gluing a label token to a neighbouring word.
@@ -101,7 +102,7 @@ def decode_keeping_labels(tokenizer, ids: Sequence[int], keep_ids: set[int]) -> 
     for i in ids:
         if i in keep_ids:
             words.append(tokenizer.decode(segment, skip_special_tokens=True).strip())
-            words.append(tokenizer.convert_ids_to_tokens(i))
+            words.append(UNKNOWN if i == tokenizer.unk_token_id else tokenizer.convert_ids_to_tokens(i))
             segment = []
         else:
             segment.append(i)
@@ -161,8 +162,11 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
     ``cfg.force_first_token`` the first generated token is the one every training target started with (the
     language code); without it the generator writes that token itself, as the released dynamic mode decodes.
     """
-    # an unfilled mask stays visible, so that parsing rejects the generation instead of deleting it
+    # an unfilled mask, and under the strict reading an <unk>, stay visible: parsing rejects the generation
+    # instead of deleting them (the released reading drops an <unk> with the other special tokens)
     keep_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens))) | {tokenizer.mask_token_id}
+    if cfg.parse == "strict" and tokenizer.unk_token_id is not None:
+        keep_ids.add(tokenizer.unk_token_id)
     classes = TokenClasses.of(tokenizer, label_tokens) if cfg.constrained != "off" else None
     outputs: list[str] = [""] * len(jobs)
     limit = input_limit(model, tokenizer)

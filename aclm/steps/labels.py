@@ -16,7 +16,8 @@ from aclm.base.data import TaggedSentence, normalise_tags
 from aclm.steps.screening import MalformedGeneration
 
 #: Tokens that may survive decoding and are removed before parsing.
-SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
+UNKNOWN = "<unk>"
+SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", UNKNOWN)
 
 _LABEL_RE = re.compile(r"<([bi])-([^<>\s]+)>", re.IGNORECASE)
 # mBART-50 language codes (en_XX, zh_CN, ...): all are two lower-case letters, '_', two upper-case.
@@ -88,11 +89,16 @@ def parse_generation(text: str, known_types: Iterable[str], mask_token: str = "<
     ``known_types`` (``unknown_tag``), an opening label token not closed by the
     same token next (``unpaired_tag``), text glued to a label token
     (``glued_tag``), a pair with no word inside or nothing left at all
-    (``empty``), and a mask token the generator left unfilled
-    (``unfilled_mask``: deleting it would silently change the sentence).
+    (``empty``), a mask token the generator left unfilled
+    (``unfilled_mask``: deleting it would silently change the sentence), and
+    an ``<unk>`` that decoding kept in sight (``lost_characters``: the word it
+    stood in lost the characters the tokenizer cannot write, as ``묀`` of
+    ``묀헨글라트바흐``).
     """
     if mask_token in text:
         raise MalformedGeneration("unfilled_mask", repr(text))
+    if UNKNOWN in text:
+        raise MalformedGeneration("lost_characters", repr(text))
     types = _type_lookup(known_types)
     tokens: list[str] = []
     tags: list[str] = []

@@ -1,6 +1,7 @@
 """S6: turn parsed generations into training data, shared by every augmentation method.
 
-Drops augmentations that copy (or nearly copy) their source unless
+Drops augmentations that copy (or nearly copy) their source, compared as the
+tokenizer normalises text (:mod:`aclm.base.text`), unless
 ``drop_copies`` is off (the released ACLM code never compares a generation
 with its source), optionally the entity-free ones, and optionally those the
 gold NER model does not tag identically (the consistency filter: the released
@@ -16,6 +17,7 @@ from typing import Callable, Sequence
 from omegaconf import DictConfig
 
 from aclm.base.data import TaggedSentence, normalise_tags
+from aclm.base.text import normal_form
 
 
 def similarity(a: Sequence[str], b: Sequence[str]) -> float:
@@ -24,11 +26,14 @@ def similarity(a: Sequence[str], b: Sequence[str]) -> float:
 
 
 def too_similar(aug: TaggedSentence, sources: Sequence[TaggedSentence], max_similarity: float) -> bool:
-    """A copy of any source; with max_similarity < 1, anything at least that close to one."""
+    """A copy of any source, as the tokenizer normalises text (a zh copy whose full-width commas decoding
+    made ASCII is a copy); with max_similarity < 1, anything at least that close to one."""
+    new = normal_form(aug.tokens)
     for src in sources:
-        if aug.tokens == src.tokens:
+        old = normal_form(src.tokens)
+        if new == old:
             return True
-        if max_similarity < 1.0 and similarity(aug.tokens, src.tokens) >= max_similarity:
+        if max_similarity < 1.0 and similarity(new, old) >= max_similarity:
             return True
     return False
 

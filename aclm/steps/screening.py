@@ -12,7 +12,8 @@ of ``report.json``) have the same keys, :data:`COUNT_KEYS`:
 ``kept``
     the new, well-formed ones;
 ``duplicate``
-    repeats an earlier candidate of the same source (same words and tags;
+    repeats an earlier candidate of the same source (same words, as the
+    tokenizer normalises them (:mod:`aclm.base.text`), and tags;
     for the methods that generate from scratch, any earlier candidate).
     :data:`DEDUPE` says what counts as a repeat: the same words and tags
     (``parsed``), the same generated text, malformed or not, checked before
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
 from aclm.base.data import TaggedSentence
+from aclm.base.text import normal_form
 
 #: Why a generation is not a tagged sentence, for every method.
 REASONS = (
@@ -47,6 +49,7 @@ REASONS = (
     "unfilled_mask",     # a mask token the generator left (ACLM, MELM)
     "tags_changed",      # the filled sentence's tags differ from its seed's (MELM)
     "truncated",         # cut off at the length limit before its end (DAGA, MulDA)
+    "lost_characters",   # a word lost characters the tokenizer cannot write, <unk> (ACLM, strict reading)
 )
 KEPT, DUPLICATE, COPY = "kept", "duplicate", "copy"
 MALFORMED = "malformed_"
@@ -128,7 +131,7 @@ def screen(sources: Sequence[Hashable], outputs: Sequence[Any],
         elif is_copy is not None and is_copy(i, sentence):
             status = COPY
         elif dedupe == "parsed":
-            key = (source, tuple(sentence.tokens), tuple(sentence.tags))
+            key = (source, normal_form(sentence.tokens), tuple(sentence.tags))
             status = DUPLICATE if key in seen else KEPT
             seen.add(key)
         else:
