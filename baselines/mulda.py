@@ -26,7 +26,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Seq2Se
 
 from aclm.base import tensorboard
 from aclm.base.augmentation import Gold, kept_row
-from aclm.base.models import model_path
+from aclm.base.models import load_path
 from aclm.base.data import TaggedSentence
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
@@ -144,7 +144,7 @@ def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
     m = cfg.mulda
     tags = sorted(tag_vocabulary([*gold.train, *gold.dev]))
     device = torch.device(gold.device)
-    model, tokenizer = setup(model_path(m.model), gold.languages[0], tags, device, dict(m.label_token_init))
+    model, tokenizer = setup(load_path(m.model), gold.languages[0], tags, device, dict(m.label_token_init))
     code = {lang: language_code(tokenizer, lang) for lang in {*gold.languages, *gold.dev_languages}}
     with tempfile.TemporaryDirectory(dir=gold.work_dir) as checkpoints:
         model, best = finetune(model, tokenizer, gold.train, gold.dev, m, cfg.seed, device,

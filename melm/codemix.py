@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 from torch.nn import functional as F
 
 
-from aclm.base.models import model_path
+from aclm.base.models import load_path
 from aclm.base.data import TaggedSentence
 from melm.encoding import Seed
 
@@ -113,6 +113,6 @@ def sbert_embedder(cfg: DictConfig, device: torch.device) -> Embed:
     """Normalised multilingual Sentence-BERT embeddings (the configured mixner embedder), on the CPU."""
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(model_path(cfg.generation.mixner.embedder), device=str(device))
+    model = SentenceTransformer(load_path(cfg.generation.mixner.embedder), device=str(device))
     return lambda texts: model.encode(texts, batch_size=cfg.generation.mixner.batch_size, convert_to_tensor=True,
                                       normalize_embeddings=True, show_progress_bar=False).cpu()

@@ -16,7 +16,7 @@ from typing import Sequence
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
 
 
-from aclm.base.models import model_path
+from aclm.base.models import load_path
 from aclm.base.data import TaggedSentence
 from aclm.base.tokens import add_tokens
 from aclm.steps.labels import label_tokens, linearize, type_words
@@ -113,8 +113,8 @@ def add_melm_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequ
 
 def load_mlm(name: str, types: Sequence[str], init_words: dict, languages: Sequence[str] = ()):
     """The masked LM and its tokenizer, with label tokens (and language markers) in the vocabulary."""
-    tokenizer = AutoTokenizer.from_pretrained(model_path(name))
-    model = AutoModelForMaskedLM.from_pretrained(model_path(name))
+    tokenizer = AutoTokenizer.from_pretrained(load_path(name))
+    model = AutoModelForMaskedLM.from_pretrained(load_path(name))
     add_melm_label_tokens(model, tokenizer, types, dict(init_words))
     add_markers(model, tokenizer, languages)
     return model, tokenizer

@@ -37,15 +37,43 @@ def is_hub_id(name: str) -> bool:
     return True
 
 
-def hub_revision(name: str) -> str | None:
-    """The commit of hub model ``name`` that a load without a revision reads from the local Hugging Face cache
+def hub_snapshot(name: str) -> Path | None:
+    """The folder of hub model ``name`` that a load without a revision reads in the local Hugging Face cache
     (the snapshot its default branch points at), or None where it is not downloaded or ``name`` is no hub id."""
     from huggingface_hub import try_to_load_from_cache
 
     if not is_hub_id(name):
         return None
     found = try_to_load_from_cache(name, "config.json")     # every model has one: .../snapshots/<commit>/config.json
-    return Path(found).parent.name if isinstance(found, str) else None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def hub_revision(name: str) -> str | None:
+    """The commit of the cached snapshot :func:`hub_snapshot` finds, or None."""
+    snapshot = hub_snapshot(name)
+    return snapshot.name if snapshot else None
+
+
+#: Files of which a snapshot holds one once its weights are downloaded (transformers', sentence-transformers').
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json", "modules.json")
+
+
+def load_path(name: str) -> str:
+    """Where to load model ``name`` from: :func:`model_path`, except that a hub model whose weights are in
+    the local Hugging Face cache loads from its snapshot folder.
+
+    Loaded by name, transformers 4.57 asks the hub about every tokenizer over 100k pieces (XLM-R's,
+    mBART-50's), ``local_files_only`` or not: on a node with a filled cache, no network and
+    ``HF_HUB_OFFLINE`` unset, that is a ConnectionError, or minutes of retries.  From a folder nothing asks.
+    A snapshot without weights (only a tokenizer was ever loaded) is still loaded by name, so the hub
+    completes it.
+    """
+    path = model_path(name)
+    if Path(path).is_dir():
+        return path
+    snapshot = hub_snapshot(path)
+    return str(snapshot) if snapshot and any((snapshot / f).exists() for f in WEIGHT_FILES) else path
 
 
 def package_folder(spec: str) -> Path:

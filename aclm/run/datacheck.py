@@ -48,7 +48,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.config import ConfigError
 
-from aclm.base.models import hub_revision, is_hub_id, model_path
+from aclm.base.models import hub_revision, is_hub_id, load_path, model_path
 
 from aclm.base.layers import NEEDS_ATTENTION, layer_indices
 from aclm.base.data import DataError, TaggedSentence, first_mentions, first_spans, read_conll, token_source
@@ -164,16 +164,17 @@ def model_problem(key: str, name: str) -> str | None:
         return f"{key}={name}: the model folder does not exist; build it with `{target}`"
     if not is_hub_id(path):
         return f"{key}={name}: no such model folder"
-    if hub_revision(path):
+    if Path(load_path(path)).is_dir():
         return None
     unreachable = hub_unreachable()
     if unreachable is None:
         return None
     from huggingface_hub import constants
 
-    return (f"model {name} ({key}) is not a local folder and not in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
-            f"and the hub is unreachable ({unreachable}): download it where there is a network, or point {key} "
-            f"at a local folder")
+    cached = "has only part of it (no weights)" if hub_revision(path) else "does not hold it"
+    return (f"model {name} ({key}) is not a local folder, the Hugging Face cache ({constants.HF_HUB_CACHE}) "
+            f"{cached}, and the hub is unreachable ({unreachable}): download it where there is a network, or "
+            f"point {key} at a local folder")
 
 
 @lru_cache(maxsize=1)
@@ -354,9 +355,8 @@ def rare_types(sentences: Sequence[TaggedSentence], minimum: int) -> list[str]:
 def _tokenizer(model: str):
     from transformers import AutoTokenizer
 
-    path = model_path(model)    # a folder or a cached hub model loads without asking the hub
-    local = Path(path).is_dir() or hub_revision(path) is not None
-    return AutoTokenizer.from_pretrained(path, local_files_only=local)
+    path = load_path(model)     # a folder or a cached hub model loads without asking the hub
+    return AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir())
 
 
 def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) -> list[str]:
@@ -389,10 +389,9 @@ def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str |
         return None
     from transformers import AutoConfig
 
-    path = model_path(cfg.ner.model)
-    local = Path(path).is_dir() or hub_revision(path) is not None
+    path = load_path(cfg.ner.model)
     try:
-        layers = AutoConfig.from_pretrained(path, local_files_only=local)
+        layers = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir())
     except (OSError, ValueError):
         return None
     try:

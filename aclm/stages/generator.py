@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from aclm.base.models import model_path
+from aclm.base.models import load_path
 from aclm.base.runtime import seed_everything, select_device
 from aclm.stages import layout, outputs
 from aclm.stages.declare import stage
@@ -26,7 +26,7 @@ def generator_stage(c: DictConfig, out: Path, data: Path, s3_templates: Path) ->
 
     seed_everything(c.seed)
     device = select_device(c.device)
-    gen_cfg = OmegaConf.merge(c.generator, {"model": model_path(c.generator.model)})
+    gen_cfg = OmegaConf.merge(c.generator, {"model": load_path(c.generator.model)})
     # the trainer's output folder, which it needs though it writes no checkpoint there (the best weights stay in
     # memory); beside the scratch folder and named like it, so that a killed run's is removed as its orphan
     with tempfile.TemporaryDirectory(prefix=f".{layout.S4}.trainer.", suffix=".tmp", dir=out.parent) as trainer_dir:

@@ -7,7 +7,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from aclm.base.io import write_jsonl
-from aclm.base.models import model_path
+from aclm.base.models import load_path
 from aclm.stages import layout, outputs
 from aclm.stages.declare import stage
 from aclm.steps.templates import templates_of_split
@@ -16,7 +16,7 @@ from aclm.steps.templates import templates_of_split
 def mask_token_of(model_name: str) -> str:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(model_path(model_name)).mask_token
+    return AutoTokenizer.from_pretrained(load_path(model_name)).mask_token
 
 
 @stage(layout.S3, keys=("generator.model", "seed"))

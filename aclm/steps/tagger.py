@@ -37,7 +37,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from aclm.base import tensorboard
-from aclm.base.models import model_path
+from aclm.base.models import load_path
 from aclm.base.data import TaggedSentence
 from aclm.base.runtime import RunError
 from aclm.steps.subtokens import batched_subtokens
@@ -86,7 +86,7 @@ def amp(cfg: DictConfig) -> bool:
 
 def build_tagger(cfg: DictConfig, types: Sequence[str]) -> SequenceTagger:
     bilstm = cfg.tagger == "bilstm_crf"
-    embeddings = TransformerWordEmbeddings(model_path(cfg.model), layers=cfg.layers, layer_mean=cfg.layer_mean,
+    embeddings = TransformerWordEmbeddings(load_path(cfg.model), layers=cfg.layers, layer_mean=cfg.layer_mean,
                                            subtoken_pooling=cfg.subtoken_pooling, fine_tune=cfg.fine_tune)
     return SequenceTagger(embeddings=embeddings, tag_dictionary=label_dictionary(types), tag_type=LABEL_TYPE,
                           tag_format="BIOES", use_rnn=bilstm, use_crf=bilstm, rnn_layers=cfg.rnn_layers,

@@ -23,7 +23,7 @@ from typing import Sequence
 import torch
 
 
-from aclm.base.models import model_path
+from aclm.base.models import load_path
 
 MODES = ("sentence", "corpus")
 
@@ -32,8 +32,8 @@ MODES = ("sentence", "corpus")
 def load_lm(name: str, device: str) -> tuple:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path(name))
-    model = AutoModelForCausalLM.from_pretrained(model_path(name)).to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(load_path(name))
+    model = AutoModelForCausalLM.from_pretrained(load_path(name)).to(device).eval()
     return tokenizer, model
 
 
