@@ -18,7 +18,7 @@ from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, read_conll
 from aclm.base.text import normal_form
 from aclm.steps.generation import Job, decode_jobs, decode_keeping_labels
-from aclm.steps.generator import add_label_tokens, language_code, set_language
+from aclm.steps.generator import add_label_tokens, cut_targets, language_code, set_language
 from aclm.steps.labels import label_tokens, label_words, linearize, parse_generation
 from aclm.steps.postprocess import filter_augmentations
 from aclm.steps.screening import MalformedGeneration
@@ -111,6 +111,16 @@ def test_the_label_tokens_resize_a_250054_row_matrix_starting_each_row_from_its_
         assert tokenizer.convert_tokens_to_ids(token) == MBART50_ROWS + offset
         words = tokenizer(label_words(token[1:-1], {}), add_special_tokens=False).input_ids
         assert torch.allclose(rows[MBART50_ROWS + offset], before[words].mean(dim=0))
+
+
+def test_s4_counts_the_targets_its_length_limit_cuts_and_those_cut_inside_a_label_pair(generator):
+    _, tokenizer, _ = generator
+    set_language(tokenizer, "zh_CN")
+    # zh_CN <b-loc> ▁ 北 ▁ 京 <b-loc> ▁ 很 ▁大 ... </s>: a character between spaces is two pieces
+    targets = ["<b-loc> 北 京 <b-loc> 很 大 的 城 市", "我 是 <b-per> 李 白 <b-per>", "你 好"]
+    assert cut_targets(tokenizer, targets, 8, label_tokens(TYPES)) == {"cut": 2, "cut_inside_label_pair": 1}
+    assert cut_targets(tokenizer, targets, 7, label_tokens(TYPES)) == {"cut": 2, "cut_inside_label_pair": 2}
+    assert cut_targets(tokenizer, targets, 17, label_tokens(TYPES)) == {"cut": 0, "cut_inside_label_pair": 0}
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
