@@ -9,8 +9,7 @@ import torch
 from omegaconf import OmegaConf
 
 from aclm.base.data import TaggedSentence
-from aclm.steps.generation import (Decoded, Job, build_jobs, decode_keeping_labels, nearest_neighbours, plan_partners,
-                                   screen, written)
+from aclm.steps.generation import Job, build_jobs, decode_keeping_labels, nearest_neighbours, plan_partners, screen
 from aclm.steps.postprocess import filter_augmentations, similarity
 from aclm.steps.labels import parse_generation
 from aclm.steps.screening import MalformedGeneration, zero_counts
@@ -105,17 +104,6 @@ def test_an_unknown_piece_kept_in_sight_is_written_unk_and_parsing_rejects_it():
     with pytest.raises(MalformedGeneration, match="lost_characters"):
         parse_generation(text, ["GRP"])
     assert decode_keeping_labels(FakeTokenizer(), ids, {100}) == "the <b-grp> copper <b-grp>"   # released: dropped
-
-
-def test_a_generation_that_ran_to_the_length_limit_is_truncated_under_the_strict_reading():
-    assert written([2, 250004, 7, 8, 2, 1, 1], pad=1) == 5
-    jobs = [Job(0, 0, None, "t"), Job(0, 1, None, "t")]
-    cut, whole = Decoded("<b-grp> copper <b-grp> and the"), Decoded("<b-grp> copper <b-grp> sang")
-    cut.at_limit = True
-    rows, counts = screen(jobs, [cut, whole], ["GRP"])
-    assert [r["status"] for r in rows] == ["malformed_truncated", "kept"] and counts["malformed_truncated"] == 1
-    rows, _ = screen(jobs, [cut, whole], ["GRP"], parse="released")     # the released script keeps it
-    assert [r["status"] for r in rows] == ["kept", "kept"]
 
 
 def test_decoding_keeps_label_tokens_apart_from_words():

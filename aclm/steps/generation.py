@@ -29,7 +29,6 @@ from tqdm.auto import tqdm
 
 from aclm.base.augmentation import GenerationRow
 from aclm.steps import screening
-from aclm.steps.screening import MalformedGeneration
 from aclm.steps.constraints import MBART_PROMPT, LabelGrammar, TokenClasses, sampling_arguments, template_entities
 from aclm.steps.generator import language_code, set_language, target_start
 from aclm.steps.labels import PARSERS, UNKNOWN, label_tokens
@@ -111,21 +110,6 @@ def decode_keeping_labels(tokenizer, ids: Sequence[int], keep_ids: set[int]) -> 
     return " ".join(w for w in words if w)
 
 
-class Decoded(str):
-    """A generation's text; ``at_limit``: it ran to ``generation.max_length`` tokens, so it may be cut (an
-    end forced there looks like any other)."""
-
-    at_limit = False
-
-
-def written(ids: Sequence[int], pad: int | None) -> int:
-    """The tokens of a generated row, its padding after the end left out."""
-    n = len(ids)
-    while n and ids[n - 1] == pad:
-        n -= 1
-    return n
-
-
 def batches(jobs: list[Job], codes: Sequence[str], size: int) -> list[list[int]]:
     """Job indices in batches of one language each, longest templates first to limit padding."""
     order = sorted(range(len(jobs)), key=lambda j: (codes[j], -len(jobs[j].template), j))
@@ -199,15 +183,13 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
                                                         if cfg.force_first_token else None),
                                    num_return_sequences=1, **sampling)
         for j, ids in zip(batch, generated.tolist()):
-            outputs[j] = Decoded(decode_keeping_labels(tokenizer, ids, keep_ids))
-            outputs[j].at_limit = written(ids, tokenizer.pad_token_id) >= cfg.max_length
+            outputs[j] = decode_keeping_labels(tokenizer, ids, keep_ids)
     return outputs
 
 
 def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str = "strict",
            dedupe: str = "parsed") -> tuple[list[GenerationRow], dict]:
-    """Parse every output; drop malformed ones and repeats for the same source, counting each reason.  Under
-    the strict reading an output that ran to the length limit is ``truncated`` (the released one keeps it).
+    """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
 
     ``parse`` names the reading (``generation.parse``: a key of
     :data:`aclm.steps.labels.PARSERS`), ``dedupe`` what a repeat is
@@ -218,13 +200,8 @@ def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str
     row the training sentences its template came from (``sources``: the source, then mixner's partner).
     """
     reader = PARSERS[parse]
-
-    def read(text: str):
-        if parse == "strict" and getattr(text, "at_limit", False):
-            raise MalformedGeneration("truncated", f"ran to generation.max_length: {text!r}")
-        return reader(text, types)
-
-    screened, counts = screening.screen([job.source for job in jobs], outputs, read, dedupe=dedupe)
+    screened, counts = screening.screen([job.source for job in jobs], outputs,
+                                        lambda text: reader(text, types), dedupe=dedupe)
     rows = []
     for job, text, verdict in zip(jobs, outputs, screened):
         row: GenerationRow = {"source": job.source, "round": job.round, "partner": job.partner,
