@@ -16,13 +16,10 @@ import os
 from pathlib import Path
 from statistics import median, quantiles
 
-from transformers import AutoTokenizer
-
 from aclm.base.data import read_conll
 from aclm.steps.generator import language_code, set_language
-from aclm.steps.labels import label_tokens, linearize
-from tools.decoded_copies import LANGUAGES, TYPES, share
-from tools.real_vocab import DEFAULT_OUT_DIR
+from aclm.steps.labels import linearize
+from tools.decoded_copies import LANGUAGES, labelled_tokenizer, share
 
 
 def main() -> None:
@@ -33,9 +30,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=100, help="the length limit (the paper's: 100)")
     parser.add_argument("--languages", nargs="+", default=LANGUAGES)
     args = parser.parse_args()
-    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_OUT_DIR / "mbart-large-50")
-    tokenizer.add_special_tokens({"additional_special_tokens": label_tokens(TYPES)},
-                                 replace_additional_special_tokens=False)
+    tokenizer = labelled_tokenizer()
     print(f"| language | sentences | median | 95th pct | targets over {args.limit} | mixed over {args.limit} |")
     print("|---|---|---|---|---|---|")
     for language in args.languages:

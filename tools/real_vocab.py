@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import io
 import json
 import shutil
 import struct
@@ -91,21 +92,13 @@ def read_pieces(path: Path) -> tuple[list[str], list[float]]:
 def _nmt_nfkc() -> spm_pb2.NormalizerSpec:
     """SentencePiece's ``nmt_nfkc`` normaliser (NFKC and the control-character rules XLM-R was trained
     with), taken from a throwaway model that SentencePiece compiles it into."""
-    writer = _Bytes()
+    writer = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(["a b c d e f g"] * 4), model_writer=writer,
                                    model_type="char", normalization_rule_name="nmt_nfkc", num_threads=1,
                                    minloglevel=2)
     trained = spm_pb2.ModelProto()
-    trained.ParseFromString(writer.data)
+    trained.ParseFromString(writer.getvalue())
     return trained.normalizer_spec
-
-
-class _Bytes:
-    def __init__(self):
-        self.data = b""
-
-    def write(self, chunk: bytes) -> None:
-        self.data += chunk
 
 
 def sentencepiece_model(pieces: list[str], scores: list[float]) -> bytes:

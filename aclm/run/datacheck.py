@@ -355,8 +355,7 @@ def rare_types(sentences: Sequence[TaggedSentence], minimum: int) -> list[str]:
 def _tokenizer(model: str):
     from transformers import AutoTokenizer
 
-    path = load_path(model)     # a folder or a cached hub model loads without asking the hub
-    return AutoTokenizer.from_pretrained(path, local_files_only=Path(path).is_dir())
+    return AutoTokenizer.from_pretrained(load_path(model))    # a folder or a cached hub model: no hub asked
 
 
 def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) -> list[str]:
@@ -389,9 +388,8 @@ def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str |
         return None
     from transformers import AutoConfig
 
-    path = load_path(cfg.ner.model)
     try:
-        layers = AutoConfig.from_pretrained(path, local_files_only=Path(path).is_dir())
+        layers = AutoConfig.from_pretrained(load_path(cfg.ner.model))
     except (OSError, ValueError):
         return None
     try:

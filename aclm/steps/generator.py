@@ -185,14 +185,12 @@ def write_loss_table(rows: Sequence[dict], path: Path) -> None:
 def cut_targets(tokenizer: PreTrainedTokenizerBase, targets: Sequence[str], max_length: int,
                 labels: Sequence[str]) -> dict[str, int]:
     """How many ``targets`` ``generator.max_length`` cuts, and how many of those it cuts inside a label pair
-    (an odd count of label tokens is left: the generator learns a malformed target)."""
-    if not targets:
-        return {"cut": 0, "cut_inside_label_pair": 0}
+    (an odd count of label tokens is left: the generator learns a malformed target).  A cut target keeps
+    its first ``max_length - 1`` tokens and its end token."""
     label_ids = set(tokenizer.convert_tokens_to_ids(list(labels)))
-    whole = tokenizer(text_target=list(targets))["input_ids"]
-    kept = tokenizer(text_target=list(targets), max_length=max_length, truncation=True)["input_ids"]
-    cut = [k for w, k in zip(whole, kept) if len(w) > max_length]
-    return {"cut": len(cut), "cut_inside_label_pair": sum(sum(i in label_ids for i in k) % 2 for k in cut)}
+    whole = tokenizer(text_target=list(targets))["input_ids"] if targets else []
+    cut = [ids[:max_length - 1] for ids in whole if len(ids) > max_length]
+    return {"cut": len(cut), "cut_inside_label_pair": sum(sum(i in label_ids for i in kept) % 2 for kept in cut)}
 
 
 def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: tuple[list[list[Piece]], list[str]],
@@ -210,12 +208,12 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     codes = {split: [language_code(tokenizer, lang) for lang in langs] for split, langs in languages.items()}
     train_set = TemplateDataset(*train, codes["train"], tokenizer, mask, cfg.max_length, seed)
     dev_set = TemplateDataset(*dev, codes["dev"], tokenizer, mask, cfg.max_length, seed)
-    cut = {split: cut_targets(tokenizer, data[1], cfg.max_length, label_tokens(types))
-           for split, data in (("train", train), ("dev", dev))}
+    targets = {"train": train[1], "dev": dev[1]}
+    cut = {split: cut_targets(tokenizer, texts, cfg.max_length, label_tokens(types)) for split, texts in targets.items()}
     if any(c["cut"] for c in cut.values()):
         log.warning("generator.max_length=%d cuts %s; %s of them inside a label pair, so S4 learns those "
                     "targets malformed", cfg.max_length,
-                    ", ".join(f"{c['cut']} of {len(d[1])} {s} targets" for (s, c), d in zip(cut.items(), (train, dev))),
+                    ", ".join(f"{c['cut']} of {len(targets[s])} {s} targets" for s, c in cut.items()),
                     sum(c["cut_inside_label_pair"] for c in cut.values()))
     trainer = Seq2SeqTrainer(model=model, args=training_arguments(cfg, work_dir, seed, device), train_dataset=train_set,
                              eval_dataset=dev_set, data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
