@@ -19,18 +19,20 @@ TINY     = models/tiny/manifest.json
 MINI_GEN = models/mini/manifest.json
 MINI_WARM = models/mini-warm/manifest.json
 PAPER_SHAPE = models/paper_shape/manifest.json
+PAPER_SHAPE_250K = models/paper_shape_250k/manifest.json
 REAL_VOCAB = models/tiny-250k/manifest.json
 # where every target finds the datasets: $ACLM_DATA_DIR when set, else ../shared/data when it is there, else ./data
 export ACLM_DATA_DIR ?= $(if $(wildcard ../shared/data/.),$(abspath ../shared/data),$(abspath data))
 # the models a profile's runs need that are built here, not downloaded: each is made first when missing
 # (the mini profile's tagger is an installed package; its generator, for ACLM and MulDA, is built here)
-TAGGER_MODELS  = $(if $(filter tiny smoke,$(PROFILE)),$(TINY)) $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE))
+TAGGER_MODELS  = $(if $(filter tiny smoke tiny_250k,$(PROFILE)),$(TINY)) $(if $(filter tiny_250k,$(PROFILE)),$(REAL_VOCAB)) \
+                 $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE) $(PAPER_SHAPE_250K))
 PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter mini_warm,$(PROFILE)),$(MINI_WARM))
 # a method with a pretrained generator (the method table's `generator`: ACLM's, MulDA) needs the profile's too
 GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
 METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
 
-.PHONY: FORCE setup test test-all demo tiny-models real-vocab-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
+.PHONY: FORCE setup test test-all demo preflight tiny-models real-vocab-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -60,7 +62,10 @@ $(PAPER_SHAPE): FORCE
 	text=$$ACLM_DATA_DIR/multiconer/en/train_full.conll; \
 	$(PYTHON) tools/build_tiny_models.py --shape paper $$([ -f $$text ] && echo --text $$text)
 
-paper-shape-models: $(PAPER_SHAPE)  ## random-weight models of the paper's sizes (6.9 GB, about 1 min)
+$(PAPER_SHAPE_250K): FORCE
+	$(PYTHON) tools/real_vocab.py --shape paper
+
+paper-shape-models: $(PAPER_SHAPE) $(PAPER_SHAPE_250K)  ## random-weight models of the paper's sizes, its tagger and generator on the real vocabulary (13 GB, a few min)
 
 $(REAL_VOCAB): FORCE
 	$(PYTHON) tools/real_vocab.py --out models/tiny-250k
@@ -97,6 +102,9 @@ gold: $(TAGGER_MODELS)  ## S0 + S1: the gold sample and the Gold-only model, eva
 aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
 	$(PYTHON) scripts/run_method.py method=aclm $(SETTING)
 
+preflight: $(PROFILE_MODELS)  ## first on a GPU machine: the profile's real models checked, then S0-S7 on 16 sentences (<= 10 min)
+	$(PYTHON) scripts/preflight.py $(SETTING)
+
 run: $(METHOD_MODELS)  ## any method of the method table (`scripts/run_method.py --list`) for one setting
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
@@ -104,11 +112,11 @@ run: $(METHOD_MODELS)  ## any method of the method table (`scripts/run_method.py
 bench: $(TINY)  ## throughput of S2/S3/retrieval/generation, the released code's approach beside ours, usable per CPU s
 	OMP_NUM_THREADS=1 $(PYTHON) tools/benchmark.py $(BENCH_ARGS)
 
-bench-paper-shape: $(PAPER_SHAPE)  ## one ACLM setting at paper size: time, memory, bytes per stage; Table 1 estimate
+bench-paper-shape: $(PAPER_SHAPE) $(PAPER_SHAPE_250K)  ## one ACLM setting at paper size: time, memory, bytes per stage; Table 1 estimate
 	$(PYTHON) tools/stage_costs.py $(ARGS)
 
 clean:  ## delete runs/ and the tiny and paper-size models built here (not the mini generator)
-	rm -rf runs models/tiny models/paper_shape
+	rm -rf runs models/tiny models/paper_shape models/paper_shape_250k
 
 # --- Paper tables (configs/grids/<table>.yaml) ---------------------------------------------
 #   make reproduce-table1 PROFILE=paper -j 4            all of Table 1, then the table

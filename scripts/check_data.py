@@ -9,7 +9,8 @@ differ only in case, a type the dataset does not declare or one found in fewer t
 data_check.min_type_sentences sentences, a type of a test set that the training data lacks; and a gold
 size the train set cannot give, an unbuilt model folder with the make target that builds it, a hub model
 not in the Hugging Face cache while the hub is unreachable (one probe of a few seconds).  Warnings: I- tags
-opening entities (IOB1), sentences longer than the encoder's limit, a dev set taken from the train set.
+opening entities (IOB1), sentences longer than the encoder's limit, a dev set taken from the train set,
+a generator length limit that cuts more than 1% of S4's targets or S5's outputs (each share is printed).
 Every run makes the same check first (aclm/run/datacheck.py).
 """
 
@@ -25,6 +26,8 @@ def main() -> None:
     report = check_setting(cfg)
     for path, n in report.files.items():
         print(f"read {path}: {n} sentences")
+    for line in report.lengths:
+        print(line)
     for message in report.warnings:
         print(f"warning: {message}")
     report.raise_errors()

@@ -33,12 +33,13 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+from aclm.base.config import load_config
 from aclm.base.signals import handle_signals
 from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, expand, fragment_path, grid_names,
                                    grid_script, has_multiconer, load_grid, makefile, parse_slice, prune_finished_s1,
                                    require_test_set_data, run_cell, selected_cells, selection, with_prerequisites,
                                    with_test_set, write_makefile)
-from aclm.experiments.packing import choose
+from aclm.experiments.packing import choose, length_ratios
 from aclm.experiments.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
 
@@ -101,6 +102,11 @@ def submit_grid(grid, cells, chosen: dict, args: argparse.Namespace) -> None:
     print(f"logs: {places.logs}/<run>.log" + ("" if args.dry_run else f"; scripts and job IDs: {places.submission}"))
 
 
+def profile_generator(profile: str) -> str:
+    """The generator whose tokens S4's and S5's memory is counted in (the profile's)."""
+    return str(load_config([f"profile={profile}"]).generator.model)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -140,7 +146,7 @@ def main() -> None:
         require_test_set_data(cells, chosen["test_set"])
     if args.command == "jobs":
         packing = choose(stages_of(with_prerequisites(cells)), Path(chosen["run_dir"]), chosen["profile"],
-                         args.ledger)
+                         args.ledger, lambda: length_ratios({c.dataset for c in cells}, profile_generator(chosen["profile"])))
         print(packing.reason, file=sys.stderr)
         print(packing.runs)
     elif args.command == "prune":

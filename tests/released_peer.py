@@ -90,18 +90,20 @@ def written_lines(text: str) -> list[str]:
     return lines
 
 
-def s5_keep(sources: list[int], generations: list[str], types: list[str]) -> list[list[str] | None]:
+def s5_keep(sources: list[int], generations: list[str], types: list[str],
+            remove_repetitions: bool = False) -> list[list[str] | None]:
     """For each generation, the lines written for it, or None when the released S5 loop skips it.
 
-    Per source, a generation whose text was already seen is skipped before
-    the validity check (its text is remembered either way).
+    With ``remove_repetitions`` (the script's default; both shell scripts pass
+    False), per source, a generation whose text was already seen is skipped
+    before the validity check (its text is remembered either way).
     """
     labels = label_tokens_of(types)
     seen: dict[int, set[str]] = {}
     verdicts: list[list[str] | None] = []
     for source, raw in zip(sources, generations):
         earlier = seen.setdefault(source, set())
-        repeated = raw in earlier
+        repeated = remove_repetitions and raw in earlier
         earlier.add(raw)
         text = after_decoding(raw)
         verdicts.append(None if repeated or not is_valid(text, labels) else written_lines(text))

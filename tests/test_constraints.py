@@ -207,7 +207,7 @@ def decode(model, tokenizer, jobs: list[Job], mode: str, **overrides) -> list[st
     cfg = load_config(["profile=tiny", f"generation.constrained={mode}", "generation.num_beams=5",
                        "generation.max_length=100", *[f"generation.{k}={v}" for k, v in overrides.items()]])
     return decode_jobs(model, tokenizer, jobs, cfg.generation, LABELS_TINY, ["en_XX"] * len(jobs), 1,
-                       torch.device("cpu"))
+                       torch.device("cpu"))[0]
 
 
 def entities(sentence: TaggedSentence) -> Counter:
@@ -229,6 +229,22 @@ def test_every_generation_parses_and_holds_its_templates_entities(tiny_generator
             wanted += entities(sentences[job.partner])
         assert got == wanted, (job.template, text)     # exactly the template's entities: none lost, none added
         assert template_entities(text, LABELS_TINY) == template_entities(job.template, LABELS_TINY)
+
+
+def test_a_generation_that_reached_the_limit_is_truncated_under_drop(tiny_generator):
+    from aclm.steps.generation import screen
+
+    model, tokenizer = tiny_generator
+    _, jobs = jobs_with_mixner(tokenizer)
+    jobs = jobs[:16]
+    cfg = load_config(["profile=tiny", "generation.max_length=12"])
+    outputs, at_limit = decode_jobs(model, tokenizer, jobs, cfg.generation, LABELS_TINY, ["en_XX"] * len(jobs), 1,
+                                    torch.device("cpu"))
+    assert at_limit == list(range(len(jobs)))      # 12 tokens end no sentence of the sample
+    rows, counts = screen(jobs, outputs, TYPES, cut=at_limit)
+    assert counts["malformed_truncated"] == len(jobs) and {r["status"] for r in rows} == {"malformed_truncated"}
+    _, kept = screen(jobs, outputs, TYPES)
+    assert kept["malformed_truncated"] == 0
 
 
 def test_under_labels_every_generation_parses(tiny_generator):
@@ -255,6 +271,13 @@ def test_off_decodes_exactly_as_generate_without_a_processor(tiny_generator):
     keep = set(tokenizer.convert_tokens_to_ids(LABELS_TINY)) | {tokenizer.mask_token_id}
     expected = {j: decode_keeping_labels(tokenizer, ids, keep) for j, ids in zip(order, plain.tolist())}
     assert ours == [expected[j] for j in range(len(jobs))]
+    # a generation reached the limit unless the model ended it (</s> after the decoder start) before
+    ended = {j for j, ids in zip(order, plain.tolist()) if tokenizer.eos_token_id in ids[1:99]}
+    cfg = load_config(["profile=tiny", "generation.num_beams=5", "generation.max_length=100",
+                       f"generation.batch_size={len(jobs)}"])
+    _, at_limit = decode_jobs(model, tokenizer, jobs, cfg.generation, LABELS_TINY, ["en_XX"] * len(jobs), 1,
+                              torch.device("cpu"))
+    assert at_limit == sorted(set(range(len(jobs))) - ended)
     assert hashlib.sha256("\n".join(ours).encode()).hexdigest() != hashlib.sha256(
         "\n".join(decode(model, tokenizer, jobs, "labels", batch_size=len(jobs))).encode()).hexdigest()
 

@@ -148,7 +148,7 @@ def test_batched_generation_runs_and_its_scores_equal_the_cpus(device, tiny_mode
             on_device = model.to(device)(**enc.to(device), decoder_input_ids=start.to(device)).logits.cpu()
     assert torch.allclose(on_device, on_cpu, rtol=1e-3, atol=1e-4)
     jobs = [Job(i, 0, None, t) for i, t in enumerate(templates)]     # sampled: runs, but no two devices agree
-    outputs = decode_jobs(model, tokenizer, jobs, cfg.generation, labels, [tokenizer.src_lang] * len(jobs), 1,
+    outputs, _ = decode_jobs(model, tokenizer, jobs, cfg.generation, labels, [tokenizer.src_lang] * len(jobs), 1,
                           device)
     assert len(outputs) == len(jobs) and all(isinstance(o, str) for o in outputs)
 
@@ -161,7 +161,7 @@ def test_entities_decoding_on_the_device_parses_and_keeps_every_template_entity(
     labels = add_label_tokens(model, tokenizer, types, dict(cfg.generator.label_token_init))
     templates = [render(skeleton(s, range(1, len(s), 2)), tokenizer.mask_token) for s in sentences if s.spans()]
     jobs = [Job(i, 0, None, t) for i, t in enumerate(templates)]
-    outputs = decode_jobs(model.to(device), tokenizer, jobs, cfg.generation, labels, ["en_XX"] * len(jobs), 1,
+    outputs, _ = decode_jobs(model.to(device), tokenizer, jobs, cfg.generation, labels, ["en_XX"] * len(jobs), 1,
                           device)
     assert len(outputs) == len(jobs) >= 40
     for template, text in zip(templates, outputs):

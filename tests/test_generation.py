@@ -24,20 +24,22 @@ def mixner(mode, **kw):
 NEIGHBOURS = [[1, 2], [0, 2], [1, 0]]
 
 
-def test_code_mode_mixes_the_last_rounds_with_the_nearest_neighbours_in_order():
+def test_code_mode_mixes_the_last_rounds_with_the_nearest_neighbours_farther_first():
+    """The released script sorts similarities ascending and takes ``[-3:-1]``: the 2nd nearest, then the
+    nearest (the sentence itself is the last)."""
     plan = plan_partners(3, NEIGHBOURS, mixner("code"), rounds=5, seed=1)
-    assert plan[0] == [None, None, None, 1, 2]
-    assert plan[2] == [None, None, None, 1, 0]
+    assert plan[0] == [None, None, None, 2, 1]
+    assert plan[2] == [None, None, None, 0, 1]
 
 
 def test_off_mode_never_mixes():
     assert plan_partners(3, NEIGHBOURS, mixner("off"), rounds=5, seed=1) == [[None] * 5] * 3
 
 
-def test_code_mode_with_fewer_rounds_than_mixed_rounds_mixes_every_round_from_the_nearest():
-    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=1, seed=1) == [[1], [0], [1]]
-    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=2, seed=1)[0] == [1, 2]
-    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=3, seed=1)[0] == [None, 1, 2]
+def test_code_mode_with_fewer_rounds_than_mixed_rounds_mixes_every_round_in_the_released_order():
+    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=1, seed=1) == [[2], [2], [0]]
+    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=2, seed=1)[0] == [2, 1]
+    assert plan_partners(3, NEIGHBOURS, mixner("code"), rounds=3, seed=1)[0] == [None, 2, 1]
 
 
 def test_templates_are_cut_only_at_the_generators_limit_and_counted(tiny_models):

@@ -116,6 +116,14 @@ def test_candidates_english_skip_entities_stop_words_and_punctuation():
     assert kw.candidates(tokens, tags, stop) == [False, True, False, False, False, False, True, False]
 
 
+def test_the_released_rule_matches_stop_words_as_written():
+    """generate-bert-attn.py tests ``t[0] in stopwords_all``: the lists are lower case, so ``The`` passes."""
+    stop = kw.stopwords("en", "stopwordsiso_all")
+    tokens, tags = ["The", "the", "museum"], ["O", "O", "O"]
+    assert kw.candidates(tokens, tags, stop, "released") == [True, False, True]
+    assert kw.candidates(tokens, tags, stop, "paper") == [False, False, True]
+
+
 def test_candidates_hindi():
     stop = kw.stopwords("hi")
     tokens = ["राम", "ने", "संग्रहालय", "में", "किताब", "।"]

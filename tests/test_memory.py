@@ -129,3 +129,12 @@ def test_jobs_auto_counts_runs_by_their_tagger_and_writes_the_ledger(tmp_path, m
     assert packing.choose(stages, tmp_path, "paper", tmp_path / "gpu.json").runs == 1
     assert not (tmp_path / "gpu.json").exists()                               # no GPU: no stale ledger
 
+
+
+def test_a_stage_in_a_language_leases_that_languages_need_else_the_stages(tmp_path, monkeypatch):
+    path = tmp_path / "gpu.json"
+    memory.create(path, 100, {"s4_generator": 8, "s4_generator@zh": 14})
+    monkeypatch.setenv(memory.LEDGER_ENV, str(path))
+    for stage, mb in (("s4_generator@zh", 14), ("s4_generator@en", 8), ("s4_generator", 8)):
+        with memory.lease(stage):
+            assert json.loads(path.read_text())["held"][str(os.getpid())]["mb"] == mb

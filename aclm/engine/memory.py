@@ -89,12 +89,14 @@ def reserved_peak() -> dict:
 
 @contextmanager
 def lease(stage: str) -> Iterator[None]:
-    """Hold ``stage``'s share of the GPU while the block runs, waiting for it first (see the module)."""
+    """Hold ``stage``'s share of the GPU while the block runs, waiting for it first (see the module).  A
+    ``stage@language`` name takes that language's need where the ledger has one, else the stage's."""
     path = os.environ.get(LEDGER_ENV)
     if not path or not Path(path).exists():
         yield
         return
-    need = read_json(path)["needs_mb"].get(stage, 0)     # fixed when the ledger was written: no lock needed
+    needs = read_json(path)["needs_mb"]                  # fixed when the ledger was written: no lock needed
+    need = needs.get(stage, needs.get(stage.split("@")[0], 0))
     if not need:
         yield
         return

@@ -139,9 +139,10 @@ def _with_downloads(name: str, now: dict) -> dict:
 def run_stage(name: str, out_dir: Path, config: Mapping, inputs: Sequence[Path], build: Callable[[Path], dict | None],
               force: bool = False, loads: Sequence[Path] = (), roots: Sequence[Path] = (),
               code: Mapping[str, str] | None = None, version: int = 1, reads: Mapping | None = None,
-              defaults: Mapping[str, Any] = {}, watch: str = "off") -> bool:
+              defaults: Mapping[str, Any] = {}, watch: str = "off", lease: str | None = None) -> bool:
     """Run ``build(scratch)`` unless ``out_dir`` is current; returns whether it ran.  ``loads``: the upstream
-    stage folders whose files it opens (:class:`Pruned` if one was pruned); ``watch``: TensorBoard's switch."""
+    stage folders whose files it opens (:class:`Pruned` if one was pruned); ``watch``: TensorBoard's switch;
+    ``lease``: the name it leases the GPU under (:func:`aclm.engine.memory.lease`; default ``name``)."""
     out_dir, inputs = Path(out_dir), [Path(p) for p in inputs]
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
@@ -159,7 +160,8 @@ def run_stage(name: str, out_dir: Path, config: Mapping, inputs: Sequence[Path],
         if pruned_files(path):
             raise Pruned(path)
     log.info("%s: running (%s) -> %s", name, reason, out_dir)
-    with memory.lease(name), atomic_dir(out_dir) as scratch, memory.PeakMemory() as peak:
+    lease = lease or name
+    with memory.lease(lease), atomic_dir(out_dir) as scratch, memory.PeakMemory() as peak:
         start = time.perf_counter()           # after the lease: waiting for the GPU is not the stage's time
         try:
             with tensorboard.logging_into(scratch / tensorboard.FOLDER, watch):
@@ -180,7 +182,7 @@ def run_stage(name: str, out_dir: Path, config: Mapping, inputs: Sequence[Path],
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - start, 3), "memory": {**peak.facts(), **memory.reserved_peak()},
             "inputs": list(now["inputs"]), "config": to_dict(config), "identity": now, "reason": reason,
-            "checkout": checkout(), "facts": found, "outputs": _listing(scratch), "bytes": folder_bytes(scratch)})
+            "checkout": checkout(), "lease": lease, "facts": found, "outputs": _listing(scratch), "bytes": folder_bytes(scratch)})
     log.info("%s: done in %.1f s", name, time.perf_counter() - start)
     return True
 
@@ -201,12 +203,14 @@ def _disk_full(err: BaseException | None, folder: Path) -> bool:
 @dataclass(frozen=True)
 class Place:
     """Where one stage of one run writes, as the project's layout says: its folder, the folders its inputs
-    are named from, the lock it is built under, and the schema's default of each key."""
+    are named from, the lock it is built under, the schema's default of each key, and the name it leases
+    the GPU under (its memory may depend on the run's data: ``s4_generator@zh``; empty: the stage's)."""
 
     out: Path
     roots: tuple[Path, ...] = ()
     lock: Callable[[], ContextManager] = nullcontext
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    lease: str = ""
 
 
 def _directories(value) -> list:
@@ -255,7 +259,7 @@ class Stage:
                       partial(self.build, c, **upstream), force=force,
                       loads=[d for d in dirs if d.name in self.loads], roots=where.roots, code=self.code_of(cfg),
                       version=self.version, reads={**model_reads(hashed(c)), **(self.reads(c) if self.reads else {})},
-                      defaults=where.defaults, watch=c.tensorboard)
+                      defaults=where.defaults, watch=c.tensorboard, lease=where.lease or self.name)
         return where.out
 
 

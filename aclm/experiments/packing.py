@@ -16,18 +16,25 @@ run per CPU core.
 Without a ledger every run is counted at the largest need among its stages,
 so a grid's ACLM runs pack by S4's 29 GB.  With one (:mod:`aclm.engine.memory`,
 what ``JOBS=auto`` uses) runs are counted at their tagger's need, and each
-stage leases its own while it runs: a larger stage waits for the memory.
+stage leases its own while it runs: a larger stage waits for the memory.  S4's and S5's needs grow with
+the padded length of their batches, which depends on the language (zh's targets are about twice en's with
+mBART-50's vocabulary): they lease per language (``s4_generator@zh``), measured in that language or scaled
+from the reference's (:func:`language_need`, docs/cost.md).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
+from aclm.base.datasets import get_spec
 from aclm.engine.memory import CONTEXT_MB, create
+
+log = logging.getLogger("aclm.experiments.packing")
 
 #: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  Two
 #: were not measured there: Gold-only's scoring (s1_eval) gets S7's scoring's, the same work on the same
@@ -42,6 +49,14 @@ PROCESS_FACTOR = 1.25            # memory in use per process over its tensors' p
 #: check, one H200, docs/gpu-check-h200-4.json).  The baselines' generation stage (augment) fine-tunes the same.
 GENERATOR_FACTOR = 29067 / 16313
 STAGE_FACTORS = {"s4_generator": GENERATOR_FACTOR, "augment": GENERATOR_FACTOR}
+#: What S4's and S5's processes hold whatever the sequence length, at paper size: mBART-50's 611M parameters
+#: with their gradients and Adam's two moments in fp32 (16 bytes each) while fine-tuning, its fp32 weights
+#: while decoding.  The rest of their peak grows with the padded length, which differs by language.
+FIXED_MB = {"s4_generator": 9322, "augment": 9322, "s5_generation": 2331}
+#: The dataset PAPER_PEAKS_MB were measured on, whose padded length the other languages' are compared with.
+REFERENCE_DATASET = "multiconer/en"
+#: About the longest target in a batch of 32: what a batch pads to.
+PADDED_QUANTILE = 0.97
 HEADROOM = 0.95                  # the share of the free memory the runs may fill
 TAGGERS = ("s1_ner", "s7_ner")   # every run trains one, for most of its time: what a run counts with a ledger
 GPU_STAGE_MB = 100               # a smaller peak at paper size is a CPU stage's: no lease
@@ -64,12 +79,58 @@ def measured_needs(run_dir: Path, profile: str) -> dict[str, int]:
     the context where the stamp says so and that is more."""
     needs: dict[str, int] = {}
     for path in (Path(run_dir) / profile).rglob("_stage.json"):
-        memory, stage = json.loads(path.read_text()).get("memory", {}), path.parent.name
+        record = json.loads(path.read_text())
+        memory, stage = record.get("memory", {}), path.parent.name
         if memory.get("cuda_peak_mb"):
-            held = max(memory["cuda_peak_mb"] * process_factor(stage),
-                       memory.get("cuda_reserved_mb", 0) + CONTEXT_MB)
-            needs[stage] = max(round(held), needs.get(stage, 0))
+            held = round(max(memory["cuda_peak_mb"] * process_factor(stage),
+                             memory.get("cuda_reserved_mb", 0) + CONTEXT_MB))
+            for key in {stage, record.get("lease") or stage}:          # s4_generator and s4_generator@zh
+                needs[key] = max(held, needs.get(key, 0))
     return needs
+
+
+def padded_length(dataset: str, generator: str) -> float:
+    """What S4's and S5's batches of ``dataset`` pad to: the :data:`PADDED_QUANTILE` of its training targets'
+    lengths in the generator's tokens (:mod:`aclm.steps.lengths`)."""
+    from statistics import quantiles
+
+    from transformers import AutoTokenizer
+
+    from aclm.base.datasets import load_split
+    from aclm.base.models import load_path
+    from aclm.steps.lengths import labelled, target_lengths
+
+    trains = {member: load_split(member, "train") or [] for member in get_spec(dataset).union or [dataset]}
+    tokenizer = labelled(AutoTokenizer.from_pretrained(load_path(generator)), [s for t in trains.values() for s in t])
+    lengths = [n for member, train in trains.items()
+               for n in target_lengths(tokenizer, train, get_spec(member).language)]
+    return quantiles(lengths, n=100)[round(PADDED_QUANTILE * 100) - 1]
+
+
+def length_ratios(datasets: Iterable[str], generator: str) -> dict[str, float]:
+    """Each dataset language's padded length over :data:`REFERENCE_DATASET`'s (with ``generator``'s tokenizer);
+    a language whose data is not here is left out (its stages lease the reference's need)."""
+    from aclm.base.data import DataError
+
+    try:
+        reference = padded_length(REFERENCE_DATASET, generator)
+    except (DataError, KeyError, OSError) as err:
+        log.warning("S4/S5 memory by language not estimated: %s", err)
+        return {}
+    ratios = {}
+    for dataset in sorted(set(datasets)):
+        try:
+            ratios[get_spec(dataset).language] = padded_length(dataset, generator) / reference
+        except (DataError, KeyError, OSError) as err:
+            log.warning("%s: S4/S5 memory at the reference's (%s)", dataset, err)
+    return ratios
+
+
+def language_need(stage: str, ratio: float) -> int:
+    """A length-bound stage's need at paper size for a language whose batches pad ``ratio`` times as long as
+    the reference's: the part that holds the weights stays, the rest scales."""
+    fixed, peak = FIXED_MB[stage], PAPER_PEAKS_MB[stage]
+    return round((fixed + (peak - fixed) * ratio) * process_factor(stage))
 
 
 def paper_need(stage: str) -> int:
@@ -102,16 +163,25 @@ def free_gpu_memory_mb() -> Optional[float]:
     return free / 2**20
 
 
-def stage_needs(stages: Iterable[str], measured: Mapping[str, int]) -> dict[str, int]:
-    """What each GPU stage among ``stages`` leases (MB): its need, measured or at paper size."""
-    return {s: measured.get(s, paper_need(s)) for s in sorted(set(stages))
-            if PAPER_PEAKS_MB.get(s, GPU_STAGE_MB) >= GPU_STAGE_MB}
+def stage_needs(stages: Iterable[str], measured: Mapping[str, int],
+                ratios: Mapping[str, float] = {}) -> dict[str, int]:
+    """What each GPU stage among ``stages`` leases (MB): its need, measured or at paper size; and for S4 and
+    S5 in each language of ``ratios`` (:func:`length_ratios`), ``<stage>@<language>``: measured in that
+    language, else scaled by its padded length."""
+    needs = {s: measured.get(s, paper_need(s)) for s in sorted(set(stages))
+             if PAPER_PEAKS_MB.get(s, GPU_STAGE_MB) >= GPU_STAGE_MB}
+    for stage in [s for s in needs if s in FIXED_MB]:
+        for language, ratio in sorted(ratios.items()):
+            needs[f"{stage}@{language}"] = measured.get(f"{stage}@{language}", language_need(stage, ratio))
+    return needs
 
 
-def choose(stages: Iterable[str], run_dir: Path, profile: str, ledger: Optional[Path] = None) -> Packing:
+def choose(stages: Iterable[str], run_dir: Path, profile: str, ledger: Optional[Path] = None,
+           ratios: Callable[[], Mapping[str, float]] = dict) -> Packing:
     """How many runs going through ``stages`` to start at once on this machine's first visible GPU, and why
     (``stages`` is read only where there is a GPU: it may be a lazy iterator).  With ``ledger``, runs are
-    counted at their tagger's need and the ledger is written for their stages to lease from."""
+    counted at their tagger's need and the ledger is written for their stages to lease from, S4 and S5 per
+    language by ``ratios()`` (:func:`length_ratios`, called only then)."""
     free = free_gpu_memory_mb()
     if free is None:
         if ledger:
@@ -124,6 +194,6 @@ def choose(stages: Iterable[str], run_dir: Path, profile: str, ledger: Optional[
     reason = (f"{runs} runs at once: {free:,.0f} MB free x {HEADROOM} / {need:,} MB (what a process of {source} "
               f"holds), at most {cpus} (CPU cores)")
     if ledger:
-        create(ledger, free * HEADROOM, stage_needs(stages, measured))
+        create(ledger, free * HEADROOM, stage_needs(stages, measured, ratios()))
         reason += f"; each stage leases its own need from {ledger}, a larger one waits for the memory"
     return Packing(runs, reason)

@@ -25,7 +25,9 @@ errors
     beyond the layers of the encoder whose attention S2 reads;
 warnings
     ``I-`` tags opening an entity (IOB1, read as ``B-``); sentences longer
-    than the encoder's sub-token limit, with how many are cut; a dataset
+    than the encoder's sub-token limit, with how many are cut; a generator
+    length limit cutting over 1% of S4's targets or S5's outputs (the shares
+    are logged for each training dataset, :mod:`aclm.steps.lengths`); a dataset
     without a dev file, whose dev set S0 takes from its train set.
 
 Results are cached per process by the files' sizes and times, so a grid of
@@ -59,8 +61,8 @@ log = logging.getLogger("aclm.run.datacheck")
 
 #: A project model folder that is missing, and the make target that builds it.
 MODEL_TARGETS = {"models/tiny": "make tiny-models", "models/mini": "make mini-generator",
-                 "models/mini-warm": "make warm-generator",
-                 "models/paper_shape": "make paper-shape-models"}
+                 "models/mini-warm": "make warm-generator", "models/tiny-250k": "make real-vocab-models",
+                 "models/paper_shape": "make paper-shape-models", "models/paper_shape_250k": "make paper-shape-models"}
 #: Seconds the one probe of the Hugging Face hub waits for an answer.
 HUB_PROBE_TIMEOUT = 3.0
 
@@ -72,6 +74,7 @@ class Report:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     files: dict[str, int] = field(default_factory=dict)     # file -> sentences
+    lengths: list[str] = field(default_factory=list)        # what each length limit cuts, per dataset
 
     def raise_errors(self) -> None:
         if self.errors:
@@ -79,6 +82,8 @@ class Report:
             raise DataError("the data check failed before any training:\n  " + "\n  ".join(self.errors) + more)
 
     def log(self) -> None:
+        for line in self.lengths:
+            log.info("data check: %s", line)
         for message in self.warnings:
             log.warning("data check: %s", message)
 
@@ -377,6 +382,35 @@ def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) 
             f"{n} sub-tokens"]
 
 
+def generator_cuts(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -> tuple[list[str], list[str]]:
+    """Per training dataset, the shares of S4's targets and S5's outputs that the generator's length limits
+    cut, counted with its tokenizer (lines to print, warnings for a share over 1%)."""
+    from aclm.base import registry
+    from aclm.steps.lengths import WARN_SHARE, labelled
+    from aclm.steps.lengths import generator_cuts as cuts_of
+
+    if registry.get(cfg.method).generation != "aclm":
+        return [], []
+    try:
+        tokenizer = _tokenizer(str(cfg.generator.model))
+    except (OSError, ValueError) as err:
+        return [], [f"generation lengths not checked: the tokenizer of generator.model={cfg.generator.model} "
+                    f"did not load ({err})"]
+    trains = {dataset_of(role): sentences for role, sentences in read.items() if role.endswith(" train")}
+    tokenizer = labelled(tokenizer, [s for sentences in trains.values() for s in sentences])
+    lines, warnings = [], []
+    for dataset, sentences in trains.items():
+        try:
+            cuts = cuts_of(tokenizer, sentences, get_spec(dataset).language, cfg.generator.max_length,
+                           cfg.generation.max_length, cfg.generation.mixner.mode != "off")
+        except ValueError as err:              # a language the generator has no code for
+            warnings.append(f"{dataset}: generation lengths not checked ({err})")
+            continue
+        lines.append(f"{dataset} lengths: " + "; ".join(map(str, cuts)))
+        warnings += [f"{dataset}: {cut} (docs/languages.md)" for cut in cuts if cut.share > WARN_SHARE]
+    return lines, warnings
+
+
 def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str | None:
     """``keywords.layers`` against the encoder whose attention S2 reads (``ner.model``): a range past its
     layers would stop the run at S2, after S1 has trained.  A model that does not load is said elsewhere."""
@@ -450,6 +484,9 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
     report.warnings += warnings
     if "ner.model" not in models:
         report.warnings += long_sentences(sentences, cfg.ner.model, cfg.keywords.max_subtokens)
+    if "generator.model" not in models and "generator.model" in model_keys(cfg, reads):
+        report.lengths, warnings = generator_cuts(cfg, read)
+        report.warnings += warnings
     return report
 
 

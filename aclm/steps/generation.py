@@ -72,8 +72,9 @@ def plan_partners(n: int, neighbours: list[list[int]], cfg: DictConfig, rounds: 
                 partner = rng.choice(neighbours[i][:cfg.retrieval_k])
             elif neighbours[i] and cfg.mode == "code":
                 nth = r - max(0, rounds - cfg.code_mixed_rounds)
-                if 0 <= nth < len(neighbours[i]):
-                    partner = neighbours[i][nth]
+                order = neighbours[i][:cfg.code_mixed_rounds][::-1]    # the released loop: 2nd nearest, then 1st
+                if 0 <= nth < len(order):
+                    partner = order[nth]
             row.append(partner)
         plan.append(row)
     return plan
@@ -153,9 +154,10 @@ def grammar(tokenizer, classes: TokenClasses | None, templates: Sequence[str], l
 
 @torch.inference_mode()
 def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
-                codes: Sequence[str], seed: int, device: torch.device) -> list[str]:
+                codes: Sequence[str], seed: int, device: torch.device) -> tuple[list[str], list[int]]:
     """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code (None: the
-    generator has none).
+    generator has none).  Returns the decoded texts and the indices of the jobs whose generation reached
+    ``cfg.max_length`` (ended there by the limit, not by the generator: possibly cut).
 
     ``cfg.constrained`` other than ``off`` adds :class:`aclm.steps.constraints.LabelGrammar` (each batch its own, for
     its templates' entities); ``off`` calls ``generate`` exactly as the paper's decoding.  With
@@ -169,6 +171,7 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
         keep_ids.add(tokenizer.unk_token_id)
     classes = TokenClasses.of(tokenizer, label_tokens) if cfg.constrained != "off" else None
     outputs: list[str] = [""] * len(jobs)
+    at_limit: list[int] = []
     limit = input_limit(model, tokenizer)
     model.eval()
     for b, batch in enumerate(tqdm(batches(jobs, codes, cfg.batch_size), desc="generate", unit="batch")):
@@ -182,26 +185,36 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
                                    forced_bos_token_id=(target_start(tokenizer)
                                                         if cfg.force_first_token else None),
                                    num_return_sequences=1, **sampling)
+        full = generated.shape[1] >= cfg.max_length
         for j, ids in zip(batch, generated.tolist()):
             outputs[j] = decode_keeping_labels(tokenizer, ids, keep_ids)
-    return outputs
+            if full and ids[-1] != tokenizer.pad_token_id:       # finished rows are padded to the longest
+                at_limit.append(j)
+    return outputs, sorted(at_limit)
 
 
 def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str = "strict",
-           dedupe: str = "parsed") -> tuple[list[GenerationRow], dict]:
+           dedupe: str = "parsed", cut: Sequence[int] = ()) -> tuple[list[GenerationRow], dict]:
     """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
+    The outputs of the jobs in ``cut`` are ``malformed_truncated`` (they reached the length limit).
 
     ``parse`` names the reading (``generation.parse``: a key of
     :data:`aclm.steps.labels.PARSERS`), ``dedupe`` what a repeat is
-    (``generation.dedupe``: ``parsed`` words and tags, or the ``raw`` text as
-    the released script compares).  The shared :func:`aclm.steps.screening.screen`
+    (``generation.dedupe``: ``parsed`` words and tags, the ``raw`` text as
+    the released script compares by default, or ``off``, as its shell scripts run it).  The shared :func:`aclm.steps.screening.screen`
     decides and counts; copies of the source are left to S6.  Rows keep the
     job and the decoded text, kept rows also the parsed words and tags, and every
     row the training sentences its template came from (``sources``: the source, then mixner's partner).
     """
     reader = PARSERS[parse]
-    screened, counts = screening.screen([job.source for job in jobs], outputs,
-                                        lambda text: reader(text, types), dedupe=dedupe)
+    cut_texts = {outputs[j] for j in cut}      # equal texts come from equal ids, so of equal length
+
+    def read(text: str):
+        if text in cut_texts:
+            raise screening.MalformedGeneration("truncated", "reached generation.max_length")
+        return reader(text, types)
+
+    screened, counts = screening.screen([job.source for job in jobs], outputs, read, dedupe=dedupe)
     rows = []
     for job, text, verdict in zip(jobs, outputs, screened):
         row: GenerationRow = {"source": job.source, "round": job.round, "partner": job.partner,
@@ -230,13 +243,17 @@ def generate_split(load_generator: Callable[[], tuple], skeletons: Sequence[Sequ
     model, tokenizer = load_generator()
     jobs = build_jobs(skeletons, partners, tokenizer.mask_token, seed)
     codes = {language: language_code(tokenizer, language) for language in set(languages)}
-    decoded = decode_jobs(model, tokenizer, jobs, g, label_tokens(types), [codes[languages[job.source]] for job in jobs],
-                          seed, device)
-    screened, counts = screen(jobs, decoded, types, g.parse, g.dedupe)
+    decoded, at_limit = decode_jobs(model, tokenizer, jobs, g, label_tokens(types),
+                                    [codes[languages[job.source]] for job in jobs], seed, device)
+    screened, counts = screen(jobs, decoded, types, g.parse, g.dedupe, at_limit if g.at_limit == "drop" else ())
+    if at_limit:
+        log.warning("%d of %d generations reached generation.max_length=%d (%s)", len(at_limit), len(jobs),
+                    g.max_length, "dropped as malformed_truncated" if g.at_limit == "drop" else "kept: at_limit=keep")
     truncated = truncated_jobs(tokenizer, jobs, input_limit(model, tokenizer))
     if truncated:
         log.warning("%d of %d templates were longer than the generator accepts and were cut", len(truncated),
                     len(jobs))
     counts["mixed"] = sum(job.partner is not None for job in jobs)
     counts["truncated_inputs"] = len(truncated)
+    counts["at_length_limit"] = len(at_limit)
     return screened, counts

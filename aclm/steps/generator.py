@@ -24,6 +24,7 @@ from aclm.base import tensorboard
 from aclm.base.io import atomic_write_text
 from aclm.base.progress import show_progress
 from aclm.base.tokens import add_tokens
+from aclm.steps.label_init import add_released
 from aclm.steps.labels import label_tokens, label_words
 from aclm.steps.recipes import best_evaluation, precision_flags
 from aclm.steps.templates import Piece, dynamic_mask, render
@@ -203,7 +204,10 @@ def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: t
     has its own first token there).
     """
     model, tokenizer = load_generator(cfg.model, languages["train"][0])
-    add_label_tokens(model, tokenizer, types, dict(cfg.label_token_init))
+    if cfg.label_init == "released":
+        add_released(model, tokenizer, types, seed)
+    else:
+        add_label_tokens(model, tokenizer, types, dict(cfg.label_token_init))
     mask = tokenizer.mask_token
     codes = {split: [language_code(tokenizer, lang) for lang in langs] for split, langs in languages.items()}
     train_set = TemplateDataset(*train, codes["train"], tokenizer, mask, cfg.max_length, seed)

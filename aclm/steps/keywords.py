@@ -86,8 +86,9 @@ def is_punctuation(word: str, rule: str = "paper") -> bool:
 
 
 def candidates(tokens: Sequence[str], tags: Sequence[str], stop: frozenset[str], rule: str = "paper") -> list[bool]:
-    """Which words may become keywords: outside entities, not punctuation, not stop words."""
-    return [tag == "O" and not is_punctuation(word, rule) and word.lower() not in stop
+    """Which words may become keywords: outside entities, not punctuation, not stop words (in any case; the
+    released rule matches the lower-case lists as written, so ``The`` stays a candidate)."""
+    return [tag == "O" and not is_punctuation(word, rule) and (word if rule == "released" else word.lower()) not in stop
             for word, tag in zip(tokens, tags)]
 
 

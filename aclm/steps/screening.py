@@ -48,7 +48,7 @@ REASONS = (
     "tag_without_word",  # a tag followed by another tag or by the end (DAGA, MulDA)
     "unfilled_mask",     # a mask token the generator left (ACLM, MELM)
     "tags_changed",      # the filled sentence's tags differ from its seed's (MELM)
-    "truncated",         # cut off at the length limit before its end (DAGA, MulDA)
+    "truncated",         # cut off at the length limit before its end (DAGA, MulDA; ACLM with at_limit=drop)
     "lost_characters",   # a word lost characters the tokenizer cannot write, <unk> (ACLM, strict reading)
 )
 KEPT, DUPLICATE, COPY = "kept", "duplicate", "copy"
