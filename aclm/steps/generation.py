@@ -201,13 +201,13 @@ def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str
     ``parse`` names the reading (``generation.parse``: a key of
     :data:`aclm.steps.labels.PARSERS`), ``dedupe`` what a repeat is
     (``generation.dedupe``: ``parsed`` words and tags, the ``raw`` text as
-    the released script compares by default, or ``off``, as its shell scripts run it).  The shared :func:`aclm.steps.screening.screen`
-    decides and counts; copies of the source are left to S6.  Rows keep the
+    the released script compares by default, or ``off``, as its shell scripts
+    run it).  The shared :func:`aclm.steps.screening.screen` decides and counts; copies of the source are left to S6.  Rows keep the
     job and the decoded text, kept rows also the parsed words and tags, and every
     row the training sentences its template came from (``sources``: the source, then mixner's partner).
     """
     reader = PARSERS[parse]
-    cut_texts = {outputs[j] for j in cut}      # equal texts come from equal ids, so of equal length
+    cut_texts = {outputs[j] for j in cut}      # a text is cut if any job that wrote it reached the limit
 
     def read(text: str):
         if text in cut_texts:
