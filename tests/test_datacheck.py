@@ -154,9 +154,9 @@ def test_iob1_openings_are_read_as_b_with_a_warning(folder):
 
 
 def test_a_sentence_longer_than_the_encoder_is_counted(folder, capfd):
-    from aclm.run.datacheck import _tokenizer
+    from aclm.run.datacheck import load_tokenizer
 
-    _tokenizer.cache_clear()                        # transformers warns once per tokenizer: a fresh one
+    load_tokenizer.cache_clear()                    # transformers warns once per tokenizer: a fresh one
     train = folder / "train.conll"
     with train.open("a", encoding="utf-8") as f:
         f.write("".join(f"word{i}\tO\n" for i in range(2000)) + "\n")

@@ -357,7 +357,7 @@ def rare_types(sentences: Sequence[TaggedSentence], minimum: int) -> list[str]:
 
 
 @lru_cache(maxsize=4)
-def _tokenizer(model: str):
+def load_tokenizer(model: str):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(load_path(model))    # a folder or a cached hub model: no hub asked
@@ -366,7 +366,7 @@ def _tokenizer(model: str):
 def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) -> list[str]:
     """How many sentences the encoder cuts at ``limit`` sub-tokens (counted with its own tokenizer)."""
     try:
-        tokenizer = _tokenizer(model)
+        tokenizer = load_tokenizer(model)
     except (OSError, ValueError) as err:
         return [f"sentence lengths not checked: the tokenizer of ner.model={model} did not load ({err})"]
     limit = min(limit, tokenizer.model_max_length)
@@ -392,7 +392,7 @@ def generator_cuts(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -
     if registry.get(cfg.method).generation != "aclm":
         return [], []
     try:
-        tokenizer = _tokenizer(str(cfg.generator.model))
+        tokenizer = load_tokenizer(str(cfg.generator.model))
     except (OSError, ValueError) as err:
         return [], [f"generation lengths not checked: the tokenizer of generator.model={cfg.generator.model} "
                     f"did not load ({err})"]

@@ -13,8 +13,11 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from aclm.base.data import entity_types
 from aclm.base.models import hub_revision, is_hub_id, load_path, model_path
+from aclm.run.datacheck import load_tokenizer
 from aclm.steps.generator import language_code, set_language
+from aclm.steps.labels import label_tokens
 from aclm.steps.lengths import labelled
 
 #: Generation-config keys that change decoding and that S5's ``generate`` call leaves to the checkpoint.
@@ -44,16 +47,10 @@ def origin(name: str) -> str:
     return f"folder {model_path(name)}"
 
 
-def _tokenizer(name: str):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(load_path(name))
-
-
 def tagger(key: str, name: str) -> Findings:
     """The S1/S7 encoder's tokenizer: its class and a real length limit."""
     found = Findings()
-    tokenizer = _tokenizer(name)
+    tokenizer = load_tokenizer(name)
     found.lines.append(f"{key}: {origin(name)}; {type(tokenizer).__name__}, {len(tokenizer):,} pieces, "
                        f"model_max_length {tokenizer.model_max_length}")
     if tokenizer.model_max_length > NO_LIMIT:
@@ -68,11 +65,11 @@ def generator(key: str, name: str, languages: Sequence[str], sentences) -> Findi
     from transformers import AutoConfig, GenerationConfig
 
     found = Findings()
-    tokenizer = labelled(_tokenizer(name), sentences)
+    tokenizer = labelled(load_tokenizer(name), sentences)
     config = AutoConfig.from_pretrained(load_path(name))
     found.lines.append(f"{key}: {origin(name)}; {type(tokenizer).__name__}, {len(tokenizer):,} pieces with the "
                        f"label tokens, {config.vocab_size:,} embedding rows")
-    labels = tokenizer.additional_special_tokens
+    labels = label_tokens(entity_types(sentences))
     split = [t for t in labels if len(tokenizer(t, add_special_tokens=False)["input_ids"]) != 1]
     if split:
         found.problems.append(f"{key}={name}: label tokens not single tokens: {', '.join(split)}")

@@ -13,7 +13,7 @@ import copy
 from dataclasses import dataclass
 from typing import Sequence
 
-from aclm.base.data import TaggedSentence
+from aclm.base.data import TaggedSentence, entity_types
 from aclm.steps.generator import language_code, set_language
 from aclm.steps.labels import label_tokens, linearize
 
@@ -41,9 +41,8 @@ class Cut:
 
 def labelled(tokenizer, sentences: Sequence[TaggedSentence]):
     """A copy of the generator's tokenizer with the sentences' label tokens, each one token as S4 adds it."""
-    types = {tag[2:] for s in sentences for tag in s.tags if tag != "O"}
     tokenizer = copy.deepcopy(tokenizer)
-    tokenizer.add_special_tokens({"additional_special_tokens": label_tokens(types)},
+    tokenizer.add_special_tokens({"additional_special_tokens": label_tokens(entity_types(sentences))},
                                  replace_additional_special_tokens=False)
     return tokenizer
 
