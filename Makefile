@@ -178,10 +178,10 @@ BUNDLE         ?=
 PYTHON_VERSION ?= 3.12
 .PHONY: gpu-check gpu-bundle
 
-gpu-check:  ## on a CUDA machine: CUDA tests, a paper-size setting, batch and -j sweeps (<= 40 min, resumable); DRY=1: CPU dry run
+gpu-check:  ## on a CUDA machine: CUDA tests, a paper-size setting, batch and -j sweeps, configs/gpu_peaks.json (<= 40 min); DRY=1: CPU dry run
 	$(PYTHON) tools/gpu_check.py run $(if $(DRY),--dry-run) $(if $(BUNDLE),--bundle $(BUNDLE))
 
-gpu-bundle:  ## wheels (no torch) and data an offline CUDA node lacks for gpu-check, into gpu-bundle/ (network; <= 64 MiB)
+gpu-bundle:  ## pip download of the wheels (no torch) and the data an offline CUDA node lacks for gpu-check, into gpu-bundle/ (<= 64 MiB)
 	$(PYTHON) tools/gpu_check.py bundle --python-version $(PYTHON_VERSION) --out gpu-bundle
 
 prune-table%:  ## delete the S1 weights of the table's finished settings (a later run retrains S1)

@@ -21,7 +21,7 @@ from pathlib import Path
 from aclm.experiments.grid import (SELECTION, grid_names, grid_script, load_grid, selected_cells, selection,
                                    with_test_set)
 from aclm.tables.perplexity import MODES
-from aclm.tables.report import PerplexityCache, build_report, write_report
+from aclm.tables.aggregate import PerplexityCache, build_report, write_report
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Publish a table's artifacts: every cell's gold sample, augmented training set, S6 report, test predictions
-and result.json in one folder, with an index and a card (aclm/tables/export.py).
+and result.json in one folder, with an index and a card (aclm/tables/export_table.py).
 
     python scripts/export_table.py table1 profile=paper [run_dir=runs] [--out exports] [--tar]
     make export-table1 PROFILE=tiny LANGS=en SIZES=100 SEEDS=1
@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from aclm.experiments.grid import SELECTION, grid_names, grid_script, load_grid, selected_cells, selection
-from aclm.tables.export import export_table
+from aclm.tables.export_table import export_table
 
 
 def main() -> None:

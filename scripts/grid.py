@@ -36,7 +36,7 @@ from typing import Iterator
 from aclm.base.config import load_config
 from aclm.base.signals import handle_signals
 from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, expand, fragment_path, grid_names,
-                                   grid_script, has_multiconer, load_grid, makefile, parse_slice, prune_finished_s1,
+                                   grid_script, load_grid, makefile, parse_slice, prune_finished_s1,
                                    require_test_set_data, run_cell, selected_cells, selection, with_prerequisites,
                                    with_test_set, write_makefile)
 from aclm.experiments.packing import choose, length_ratios
@@ -134,13 +134,12 @@ def main() -> None:
         sys.exit(run_cell(args.result, args.overrides))
     chosen = selection(args.selection)
     if args.command == "check":
-        grids = [load_grid(name) for name in grid_names()]
-        grids = [with_test_set(g, chosen["test_set"]) if has_multiconer(g) else g for g in grids]
+        grids = [with_test_set(load_grid(name), chosen["test_set"]) for name in grid_names()]
         cells = [c for g in grids for c in expand(g, chosen["profile"], chosen["run_dir"])]
         clashes = conflicts(cells)
         print("\n".join(clashes) or f"{len(grid_names())} grids agree on every shared run")
         sys.exit(1 if clashes else 0)
-    grid = with_test_set(load_grid(args.table), chosen["test_set"])
+    grid = load_grid(args.table)
     cells = selected_cells(grid, chosen)
     if args.command in ("makefile", "list", "submit"):
         require_test_set_data(cells, chosen["test_set"])

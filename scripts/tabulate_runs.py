@@ -10,7 +10,7 @@ Each argument is a run folder (searched through), a result.json or
 failed.json, or a glob of them (quote it: ``**`` spans folders); a glob for
 result.json also finds the failed.json of a run that failed.  The runs need
 not form a grid: German at 300 gold, a dataset folder's runs, a slice of a
-grid.  Two tables (aclm/tables/tabulate.py): ``f1`` (a row per method and variant, a
+grid.  Two tables (aclm/tables/tabulate_runs.py): ``f1`` (a row per method and variant, a
 column per dataset x gold size) and ``per_type`` (F1 per entity type), each
 entry the mean ± std over seeds, with the grids' FAILED entries and Welch
 t-test rows.  Only seeds are averaged: runs of another profile get their own
@@ -30,8 +30,9 @@ import sys
 from pathlib import Path
 
 from aclm.experiments.grid import GridError, grid_names
-from aclm.tables.report import write_report
-from aclm.tables.tabulate import TabulateError, tabulate
+from aclm.tables.aggregate import write_report
+from aclm.tables.runs import RunError
+from aclm.tables.tabulate_runs import tabulate
 
 
 def main() -> None:
@@ -54,6 +55,6 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except (GridError, TabulateError) as err:
+    except (GridError, RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -132,7 +132,7 @@ EDITS = [
      "re-run even when current", NONE),
     ("the chain's progress line", "aclm/run/chain.py", "the rest takes up to about", "the rest may take", NONE),
     ("tools/", "tools/benchmark.py", "\ndef ", "\nEDITED = 1\n\n\ndef ", NONE),
-    ("the tables", "aclm/tables/report.py", "\ndef ", "\nEDITED = 1\n\n\ndef ", NONE),
+    ("the tables", "aclm/tables/aggregate.py", "\ndef ", "\nEDITED = 1\n\n\ndef ", NONE),
     ("the grids", "aclm/experiments/grid.py", "\ndef ", "\nEDITED = 1\n\n\ndef ", NONE),
 ]
 

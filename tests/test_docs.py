@@ -14,7 +14,7 @@ from aclm.base.paths import PROJECT_ROOT
 README = PROJECT_ROOT / "README.md"
 PAGES = [README, *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
 MAKEFILE = PROJECT_ROOT / "Makefile"
-MAX_README_LINES = 150
+MAX_README_LINES = 130
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")          # [text](target)
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)

@@ -23,7 +23,7 @@ def fake_runs(run_dir) -> None:
         (data / "train.conll").write_text("john\tB-PER\nran\tO\n\n")
         (data / "dev.conll").write_text("mary\tB-PER\n\n")
     for method, f1 in (("gold_only", 21.5), ("lwtr", 24.0)):
-        scores = cells[method].result_path.parent
+        scores = cells[method].layout.result_path.parent
         (scores / layout.PREDICTIONS).mkdir(parents=True)
         (scores / layout.PREDICTIONS / "multiconer_en.conll").write_text("paris\tB-LOC\tB-LOC\n\n")
         (scores / layout.RESULT).write_text(json.dumps({"f1": f1, "checkout": {"commit": "abc123", "dirty": False},
@@ -33,8 +33,8 @@ def fake_runs(run_dir) -> None:
     (s6 / layout.AUG).write_text("joan\tB-PER\nran\tO\n\n")
     (s6 / layout.GOLD_AUG).write_text("john\tB-PER\nran\tO\n\njoan\tB-PER\nran\tO\n\n")
     (s6 / layout.REPORT).write_text(json.dumps({"added": 1}))
-    cells["daga"].failed_path.parent.mkdir(parents=True)
-    cells["daga"].failed_path.write_text(json.dumps({"error": "error: out of memory"}))
+    cells["daga"].layout.failed_path.parent.mkdir(parents=True)
+    cells["daga"].layout.failed_path.write_text(json.dumps({"error": "error: out of memory"}))
 
 
 def test_export_copies_each_cell_and_writes_an_index_datasets_loads(tmp_path):
@@ -63,13 +63,13 @@ def test_export_copies_each_cell_and_writes_an_index_datasets_loads(tmp_path):
 
 
 def test_a_stale_result_is_exported_as_missing_as_its_table_reads_it(tmp_path):
-    from aclm.tables.export import export_table
+    from aclm.tables.export_table import export_table
 
     fake_runs(tmp_path / "runs")
     grid = load_grid("table1")
     cells = selected_cells(grid, selection([*SLICE, f"run_dir={tmp_path / 'runs'}"]))
     gold_only = next(c for c in cells if c.method == "gold_only")
-    (gold_only.result_path.parent / "_stage.json").write_text(json.dumps({"fingerprint": "made by other code"}))
+    (gold_only.layout.result_path.parent / "_stage.json").write_text(json.dumps({"fingerprint": "made by other code"}))
     root = export_table(grid, cells, "tiny", tmp_path / "exports")
     rows = {json.loads(line)["method"]: json.loads(line) for line in (root / "index.jsonl").read_text().splitlines()}
     assert rows["gold_only"]["status"] == "missing" and "is stale" in rows["gold_only"]["error"]

@@ -19,7 +19,7 @@ CROSS = "test_datasets=[multiconer/hi,multiconer/bn,multiconer/de,multiconer/zh]
 
 
 def paths(cells):
-    return [str(c.result_path) for c in cells]
+    return [str(c.layout.result_path) for c in cells]
 
 
 def test_every_grid_loads_and_names_its_reference():
@@ -45,8 +45,8 @@ def test_tables_10_and_11_average_table1s_runs_of_all_ten_languages(name):
     assert grid.average_datasets
     assert {c.dataset.rsplit("/", 1)[-1] for c in cells} == {"en", "bn", "hi", "de", "es", "ko", "nl", "ru", "tr",
                                                                "zh"}
-    table1 = {str(c.result_path): c.args() for c in expand(load_grid("table1"), "paper", sizes="200,500")}
-    assert all(table1[str(c.result_path)] == c.args() for c in cells)     # the same runs, the same commands
+    table1 = {str(c.layout.result_path): c.args() for c in expand(load_grid("table1"), "paper", sizes="200,500")}
+    assert all(table1[str(c.layout.result_path)] == c.args() for c in cells)     # the same runs, the same commands
 
 
 def test_table1_slice_gives_exactly_the_expected_cells():
@@ -87,10 +87,10 @@ def test_sweep_values_run_as_variants_sharing_s1_except_the_profiles_own():
     assert by_label["0.3"].variant == "" and by_label["0.3"].args()[-1] == CROSS  # Table 1's run
     assert by_label["0.4"].variant == "keywords.p-0.4"
     assert by_label["0.4"].args()[-2:] == ["variant=keywords.p-0.4", "keywords.p=0.4"]
-    assert str(by_label["0"].result_path) == \
+    assert str(by_label["0"].layout.result_path) == \
         "runs/paper/multiconer/en/gold200/seed1/aclm@keywords.p-0.0/s7_eval/result.json"
     s1 = by_label["0.4"].prerequisites()[0]
-    assert s1.result_path == by_label["0.3"].prerequisites()[0].result_path   # one shared S1
+    assert s1.layout.result_path == by_label["0.3"].prerequisites()[0].layout.result_path   # one shared S1
     assert "keywords.p=0.4" not in s1.args()
     layers = {c.sweep: c.variant for c in expand(load_grid("table7"), "reference_code", sizes="200", seeds="1")}
     assert layers["last_4"] == "keywords.layers-last4"  # the released code uses 8-11
@@ -110,11 +110,11 @@ def test_cell_paths_are_the_run_layout_of_its_config():
 
     for method in ("gold_only", "aclm"):    # run_cell runs them --as-named: their folders as the grid names them
         cell = Cell("tiny", "multiconer/en", 200, method, 3, "some/runs", overrides=("ner.epochs=5",))
-        assert cell.result_path == RunLayout.of(load_config(cell.args())).result_path
-    assert Cell("tiny", "multiconer/en", 200, "aclm", 3, "r").result_path == Path(
+        assert cell.layout.result_path == RunLayout.of(load_config(cell.args())).result_path
+    assert Cell("tiny", "multiconer/en", 200, "aclm", 3, "r").layout.result_path == Path(
         "r/tiny/multiconer/en/gold200/seed3/aclm/s7_eval/result.json")
     full = Cell("paper", "multiconer/en", "full", "aclm", 1, "runs")
-    assert full.root == Path("runs/paper/multiconer/en/goldfull/seed1")
+    assert full.layout.root == Path("runs/paper/multiconer/en/goldfull/seed1")
 
 
 def test_prerequisites_s1_and_aclm_for_wikineural():

@@ -7,8 +7,9 @@ import json
 import subprocess
 import sys
 
+import pytest
 
-from aclm.base.config import CHOICES, key_help, load_config, schema_keys
+from aclm.base.config import ConfigError, key_help, load_config, schema_keys
 from aclm.base.paths import PROJECT_ROOT
 
 TRAINING = ("torch", "flair", "transformers", "sklearn", "sentence_transformers")
@@ -19,10 +20,15 @@ def test_every_schema_key_says_what_it_means():
     assert unexplained == []
 
 
-def test_the_choices_a_config_is_checked_against_are_the_schemas():
-    assert CHOICES["generation.constrained"] == ("off", "labels", "entities")
+def test_a_keys_help_gives_the_choices_and_the_bound_a_load_holds_it_to():
     assert "[off | labels | entities]" in key_help("generation.constrained")
-    assert set(CHOICES) == {k for k, f in schema_keys().items() if f.metadata["choices"]}
+    with pytest.raises(ConfigError, match=r"generation.constrained='loose' is not one of \('off', 'labels', "):
+        load_config(["generation.constrained=loose"])
+    meaning, _, bound = key_help("generation.rounds").partition("; bound: ")
+    assert meaning == "R: generations per training sentence" and bound.startswith("fewer than 1 round")
+    with pytest.raises(ConfigError) as err:
+        load_config(["generation.rounds=0"])
+    assert str(err.value) == f"generation.rounds=0: {bound}"
 
 
 def run_help(script: str, *words: str) -> tuple[str, list[str]]:
@@ -43,6 +49,7 @@ def test_a_stage_scripts_help_lists_its_keys_with_the_profiles_values_and_meanin
     mini = load_config(["profile=mini", "method=aclm"])
     assert f"keywords.layers = {mini.keywords.layers}" in text and f"keywords.p = {mini.keywords.p}" in text
     assert "keyword rate: k = ceil(p x non-entity words)" in text
+    assert "sentences per attention batch; bound: a batch holds 1 sentence or more" in text
     assert "generator.lr" not in text and "ner.lr" not in text          # S4's and S1's keys, not S2's
     tiny, _ = run_help("keywords.py", "profile=tiny", "keywords.p=0.7", "tensorboard=off")
     assert "keywords.p = 0.7" in tiny

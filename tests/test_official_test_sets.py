@@ -19,7 +19,8 @@ import pytest
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.grid import (Cell, GridError, expand, fragment_path, load_grid, require_test_set_data,
                                    selected_cells, selection, with_test_set)
-from aclm.tables import report   # not its test_sets by name: pytest would collect it
+from aclm.tables import aggregate   # not its test_sets by name: pytest would collect it
+from aclm.tables.runs import of_cell
 
 ONE_CELL = ["langs=en", "sizes=100", "methods=gold_only", "seeds=1", "profile=tiny"]
 OFFICIAL_CROSS = ("test_datasets=[multiconer_official/hi,multiconer_official/bn,multiconer_official/de,"
@@ -86,8 +87,8 @@ def test_official_maps_every_multiconer_dataset_of_the_grid():
     cells = selected_cells(grid, chosen)
     assert [c.dataset for c in cells] == ["multiconer_official/en"] * 2 + ["multiconer_official/de"] * 2
     assert cells[0].args()[-1] == OFFICIAL_CROSS                       # the block's test_datasets too
-    assert str(cells[1].result_path) == "runs/paper/multiconer_official/en/gold100/seed1/aclm/s7_eval/result.json"
-    assert not {c.result_path for c in cells} & {c.result_path for c in slice_cells}
+    assert str(cells[1].layout.result_path) == "runs/paper/multiconer_official/en/gold100/seed1/aclm/s7_eval/result.json"
+    assert not {c.layout.result_path for c in cells} & {c.layout.result_path for c in slice_cells}
     official = with_test_set(grid, "official")
     assert official.blocks[0].columns["en_hi"] == "test.multiconer_official/hi.f1"   # read as the runs key it
     assert with_test_set(official, "official") == official
@@ -96,10 +97,15 @@ def test_official_maps_every_multiconer_dataset_of_the_grid():
 
 
 def test_official_is_refused_where_it_means_nothing():
-    with pytest.raises(GridError, match="runs no MultiCoNER dataset"):
-        with_test_set(load_grid("table4"), "official")
+    with pytest.raises(GridError, match="grid table4 runs no dataset that has it"):
+        selected_cells(load_grid("table4"), selection(["test_set=official"]))
+    assert with_test_set(load_grid("table4"), "official") == load_grid("table4")      # nothing to rename
     with pytest.raises(GridError, match="expected one of slice, official"):
         selected_cells(load_grid("table1"), selection(["test_set=offical"]))
+
+
+def line_for(cell: Cell) -> str:
+    return aggregate.test_sets("P", [of_cell(cell)])
 
 
 def test_the_test_set_line_says_what_the_runs_recorded(tmp_path):
@@ -107,16 +113,16 @@ def test_the_test_set_line_says_what_the_runs_recorded(tmp_path):
     official = Cell("paper", "multiconer_official/en", 100, "gold_only", 1, str(tmp_path))
     held_out = "Ours are the held-out 2,000-sentence slices of the MultiCoNER v1 train sets (multiconer/<lang>), " \
                "not the official test sets."
-    assert report.test_sets("P", [slice_cell]).endswith(f"(multiconer/en/test.conll, no run scored yet). {held_out}")
+    assert line_for(slice_cell).endswith(f"(multiconer/en/test.conll, no run scored yet). {held_out}")
     ours = "Ours are the official MultiCoNER v1 test sets (multiconer_official/<lang>)."
-    assert report.test_sets("P", [official]).endswith(ours)
+    assert line_for(official).endswith(ours)
     # what a run recorded wins over what its cell was asked for (a result.json copied in from elsewhere)
-    slice_cell.result_path.parent.mkdir(parents=True)
-    slice_cell.result_path.write_text(json.dumps({"sizes": {"test:multiconer_official/en": 217818}}))
-    line = report.test_sets("P", [slice_cell])
+    slice_cell.layout.result_path.parent.mkdir(parents=True)
+    slice_cell.layout.result_path.write_text(json.dumps({"sizes": {"test:multiconer_official/en": 217818}}))
+    line = line_for(slice_cell)
     assert "multiconer_official/en (multiconer_official/EN-English/en_test.conll, 217818 sentences)" in line
     assert line.endswith(ours)
-    assert "Ours are" not in report.test_sets("P", [Cell("paper", "conll2003/en", 200, "gold_only", 1, str(tmp_path))])
+    assert "Ours are" not in line_for(Cell("paper", "conll2003/en", 200, "gold_only", 1, str(tmp_path)))
 
 
 def test_missing_release_files_stop_the_grid_before_any_run(tmp_path, monkeypatch):

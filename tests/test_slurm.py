@@ -61,7 +61,7 @@ def test_full_table1_is_one_s1_array_then_one_array_per_method_chained_by_settin
     s1 = arrays[0]
     assert sorted(s1.tasks) == list(range(120)) and s1.after is None
     for array in arrays[1:]:                 # task i of every array is setting i: aftercorr pairs them
-        assert array.after is s1 and all(c.root == s1.tasks[i].root for i, c in array.tasks.items())
+        assert array.after is s1 and all(c.layout.root == s1.tasks[i].layout.root for i, c in array.tasks.items())
 
 
 def test_wikineural_waits_for_aclm_of_its_own_setting(arrays_of):
@@ -69,7 +69,7 @@ def test_wikineural_waits_for_aclm_of_its_own_setting(arrays_of):
     by_name = {a.label: a for a in arrays}
     wiki, aclm = by_name["wikineural"], by_name["aclm"]
     assert wiki.phase == 2 and wiki.after is aclm and aclm.after is by_name["gold_only"]
-    assert all(wiki.tasks[i].root == aclm.tasks[i].root for i in wiki.tasks)
+    assert all(wiki.tasks[i].layout.root == aclm.tasks[i].layout.root for i in wiki.tasks)
 
 
 def test_runs_whose_s1_is_done_wait_for_nothing(arrays_of):

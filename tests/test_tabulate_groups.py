@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from aclm.base.paths import PROJECT_ROOT
-from aclm.tables.report import write_report
-from aclm.tables.tabulate import find_runs, tabulate
+from aclm.tables.aggregate import write_report
+from aclm.tables.tabulate_runs import find_runs, tabulate
 
 
 def config(profile: str, method: str, dataset: str, gold, seed: int, **sections) -> dict:

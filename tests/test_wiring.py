@@ -92,11 +92,11 @@ def test_a_grid_cell_is_done_only_when_its_chain_is_current(fast, tmp_path, samp
     fast_overrides = [o for o in FAST if not o.startswith("profile=")]
     cell = Cell("tiny", "multiconer/en", "full", "gold_only", 1, str(tmp_path),
                 overrides=(*fast_overrides, f"data_dir={sample_as_multiconer}", "test_datasets=[multiconer/de]"))
-    assert cell.result_path.exists() and not cell.is_done()
+    assert cell.layout.result_path.exists() and not cell.is_done()
     s1 = stamps(cfg, layout.S1)
     run_method(cell.config())
     assert cell.is_done() and stamps(cfg, layout.S1) == s1               # only the scoring re-ran
-    assert "multiconer/de" in read_json(cell.result_path)["test"]
+    assert "multiconer/de" in read_json(cell.layout.result_path)["test"]
 
 
 TOY_MODULE = '''
@@ -197,16 +197,24 @@ def test_list_stages_prints_a_chain_and_a_stage_script_refuses_a_stage_its_metho
 
 def test_a_chain_wired_to_a_later_stage_or_a_wrong_argument_fails_when_built():
     from aclm.run.chain import Step, WiringError, wired
+    from aclm.stages.declare import stage
     from aclm.stages.gold import data_stage
     from aclm.stages.keywords import keywords_stage
     from aclm.stages.ner import s1_stage
     from aclm.stages.templates import templates_stage
 
-    s2 = Step(layout.S2, keywords_stage, (layout.DATA, layout.S1))
+    s2 = Step(layout.S2, keywords_stage)                                 # wired by its builder's parameters
+    assert s2.inputs == {layout.DATA: layout.DATA, layout.S1: layout.S1} and not s2.scores
     with pytest.raises(WiringError, match="s2_keywords takes s1_ner, which no step before it makes"):
-        wired([Step(layout.DATA, data_stage), s2, Step(layout.S1, s1_stage, (layout.DATA,))])
-    assert wired([Step(layout.DATA, data_stage), Step(layout.S1, s1_stage, (layout.DATA,)), s2])[-1] is s2
-    with pytest.raises(WiringError, match=r"templates_stage takes \['s2_keywords'\], the chain gives \['data'\]"):
-        Step(layout.S3, templates_stage, (layout.DATA,))                  # an argument the stage does not take
-    with pytest.raises(WiringError, match="keywords_stage takes"):
-        Step(layout.S2, keywords_stage, (layout.DATA,))                   # one it needs, missing
+        wired([Step(layout.DATA, data_stage), s2, Step(layout.S1, s1_stage)])
+    assert wired([Step(layout.DATA, data_stage), Step(layout.S1, s1_stage), s2])[-1] is s2
+    with pytest.raises(WiringError, match=r"templates_stage takes \['s2_keywords'\]; it renames \['data'\]"):
+        Step(layout.S3, templates_stage, {layout.DATA: layout.DATA})     # a parameter the builder does not take
+    with pytest.raises(WiringError, match=r"keywords_stage takes \['data', 's1_ner'\]; nothing gives \['s1_ner'\]"):
+        Step(layout.S2, keywords_stage, {layout.S1: None})               # one it needs, given by none
+
+    def build(config, out, gold, s1_ner):                                # any name for the config
+        return {}
+
+    own = Step("own", stage("own")(build), {"gold": layout.DATA})
+    assert own.inputs == {"gold": layout.DATA, layout.S1: layout.S1}

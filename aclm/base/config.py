@@ -1,16 +1,16 @@
 """Typed, composable run configuration.
 
 The values live in YAML (``configs/profiles/paper.yaml`` is the base profile; other
-profiles name it under ``inherits``; ``configs/methods/<name>.yaml`` adds a
-method's settings); this module declares their types and, once for every key,
-what it means and which values it takes (:func:`key`): the scripts' ``--help``
-and the checks read them from here.  Command-line
-``key=value`` overrides are merged last, e.g.::
+profiles name it under ``inherits``; ``configs/methods/<name>.yaml``, where a method
+has one, adds its settings); this module declares their types and, once for every
+key, what it means, which values it takes and its bound (:func:`key`): the scripts'
+``--help`` and the checks read them from here.  Command-line ``key=value``
+overrides are merged last, e.g.::
 
     python scripts/ner.py profile=tiny dataset=multiconer/en gold=100 ner.epochs=3
 
-Unknown keys, wrong types and values outside a key's choices fail on load
-with the offending key named.
+Unknown keys, wrong types and values outside a key's choices or bound fail on
+load with the offending key named.
 """
 
 from __future__ import annotations
@@ -24,27 +24,56 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
 from aclm.base.datasets import dataset_error, set_language
 from aclm.base.layers import layer_span
-from aclm.base import models
+from aclm.base.models import model_path  # noqa: F401  tools/warm_start.py imports it from here (in its fingerprint)
 from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
 from aclm.base.registry import METHODS
 
 
-#: Where tools/warm_start.py imports it from: the warm generator's fingerprint holds that import line.
-model_path = models.model_path
+#: A key's bound: whether a value is allowed, and why not and what to give instead (on load, a value out of
+#: bounds fails as ``<key>=<value>: <why>``): it rules out values that would make a run do nothing, silently run
+#: another method, or fail once it has begun.
+Check = tuple[Callable[[Any], bool], str]
 
 
-def key(meaning: str, *, choices: tuple = (), default: Any = MISSING, factory: Optional[Callable] = None) -> Any:
-    """A config key: its meaning and allowed values live here, the one place ``--help``, the checks and
-    the docs read them from."""
-    metadata = {"help": meaning, "choices": choices}
+def key(meaning: str, *, choices: tuple = (), default: Any = MISSING, factory: Optional[Callable] = None,
+        check: Optional[Check] = None) -> Any:
+    """A config key: its meaning, allowed values and bound live here, the one place ``--help``, the checks
+    and the docs read them from."""
+    metadata = {"help": meaning, "choices": choices, "check": check}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
 def section(kind: type, meaning: str = "") -> Any:
-    return field(default_factory=kind, metadata={"help": meaning, "choices": ()})
+    return field(default_factory=kind, metadata={"help": meaning, "choices": (), "check": None})
 
+
+def at_least_1(value: Any) -> bool:
+    return value >= 1
+
+
+def flair_layers(spec: str) -> bool:
+    """Whether flair reads ``ner.layers``: ``all``, or layer indices joined by commas (each read with ``int``)."""
+    try:
+        return spec == "all" or bool([int(part) for part in spec.split(",")])
+    except ValueError:
+        return False
+
+
+# Bounds several keys share.
+ROUNDS: Check = (at_least_1, "fewer than 1 round generates nothing: the method would be Gold-only under another "
+                             "name; give 1 or more")
+EPOCHS: Check = (at_least_1, "a model trained for no epoch stays as it was loaded; give 1 or more")
+LEARNING_RATE: Check = (lambda v: v > 0, "a learning rate of 0 leaves the weights as they are (a negative one "
+                                         "climbs the loss); give a positive rate")
+BATCH: Check = (at_least_1, "a batch holds 1 sentence or more")
+CANDIDATES: Check = (at_least_1, "decoding keeps 1 candidate or more; give 1 or more")
+SIZE: Check = (at_least_1, "nothing fits in a size below 1; give 1 or more")
+DROPOUT: Check = (lambda v: 0 <= v < 1, "a dropout of 1 zeroes every unit; give a rate in [0, 1)")
+WEIGHT_DECAY: Check = (lambda v: v >= 0, "a negative weight decay pushes the weights away from 0; give 0 or more")
+SEED: Check = (lambda v: 0 <= v < 2**32, "numpy's generators take a seed from 0 to 2**32 - 1 (4294967295); give "
+                                        "one there")
 
 ON_OFF = ("off", "labels", "entities")
 PRECISIONS = ("auto", "no", "bf16", "fp16")
@@ -55,28 +84,36 @@ class NERConfig:
     model: str = key("the S1/S7 encoder: a hub id, a local folder or pkg:<package>/<folder>")
     tagger: str = key("linear: a linear head (ACLM); bilstm_crf: WikiNEuRal's BiLSTM-CRF",
                       choices=("linear", "bilstm_crf"))
-    layers: str = key('flair layer spec of the encoder layers fed to the head: "-1" or "-1,-2,-3,-4"')
+    layers: str = key('flair layer spec of the encoder layers fed to the head: "-1" or "-1,-2,-3,-4"',
+                      check=(flair_layers, "give all, or layer indices joined by commas such as -1 or -1,-2,-3,-4 "
+                                           "(flair's form)"))
     layer_mean: bool = key("average the chosen layers (else concatenate them)")
     subtoken_pooling: str = key("how a word's sub-tokens make its vector",
                                 choices=("first", "last", "first_last", "mean"))
     fine_tune: bool = key("train the encoder's weights with the head (else the encoder is frozen)")
     optimizer: str = key("the tagger's optimizer", choices=("adam", "adamw", "sgd"))
-    lr: float = key("learning rate of the tagger (S1, S7)")
-    batch_size: int = key("training sentences per step")
-    epochs: int = key("training epochs at most (annealing or early stopping may end sooner)")
+    lr: float = key("learning rate of the tagger (S1, S7)", check=LEARNING_RATE)
+    batch_size: int = key("training sentences per step", check=BATCH)
+    epochs: int = key("training epochs at most (annealing or early stopping may end sooner)", check=EPOCHS)
     schedule: str = key("anneal: flair's default (released code), halve the lr on a flat dev score; linear: "
                         "warm-up then decay; constant", choices=("anneal", "linear", "constant"))
-    anneal_patience: int = key("anneal: epochs without dev gain before the lr is halved")
+    anneal_patience: int = key("anneal: epochs without dev gain before the lr is halved",
+                               check=(lambda v: v >= 0,
+                                      "a negative patience halves the rate after every epoch; give 0 or more"))
     min_lr: float = key("anneal: training stops once the lr falls below this")
-    warmup_fraction: float = key("linear: share of the training steps spent warming up")
-    early_stopping: Optional[int] = key("stop after this many epochs without dev gain (null: never)", default=None)
+    warmup_fraction: float = key("linear: share of the training steps spent warming up",
+                                 check=(lambda v: 0 <= v <= 1,
+                                        "is a share of the training steps; give a value in [0, 1]"))
+    early_stopping: Optional[int] = key("stop after this many epochs without dev gain (null: never)", default=None,
+                                        check=(lambda v: v is None or v >= 1, "0 would read as never, as null "
+                                               "does; give 1 or more epochs without dev gain, or null"))
     reproject_embeddings: bool = key("flair's trained linear map before the output layer")
     on_no_learning: str = key("a tagger with dev F1 0 or only O predictions: fail its run, or warn",
                               choices=("fail", "warn"))
     hidden_size: int = key("bilstm_crf: the BiLSTM's hidden units a direction")
     rnn_layers: int = key("bilstm_crf: stacked BiLSTM layers")
-    dropout: float = key("bilstm_crf: dropout rate")
-    eval_batch_size: int = key("sentences per batch when tagging dev and test sets")
+    dropout: float = key("bilstm_crf: dropout rate", check=DROPOUT)
+    eval_batch_size: int = key("sentences per batch when tagging dev and test sets", check=BATCH)
     use_amp: Union[bool, str] = key("flair's mixed-precision training (auto: on CUDA only)",
                                     choices=("auto", True, False))
 
@@ -89,11 +126,14 @@ class KeywordConfig:
     rule: str = key("candidate words: paper (no punctuation, no stop words) or released (the released code's "
                     "ASCII-punctuation rule; other entities compete; p = 0 keeps all)", choices=("paper", "released"))
     layers: str = key('attention layers averaged: last1, last4, all, or a 0-based inclusive range such as "8-11"')
-    p: float = key("keyword rate: k = ceil(p x non-entity words) keywords a sentence (0: none)")
+    p: float = key("keyword rate: k = ceil(p x non-entity words) keywords a sentence (0: none)",
+                   check=(lambda v: 0 <= v <= 1, "must lie in [0, 1]"))
     stopwords: str = key("stop-word list: the sentence's language's, the ten languages' union, or none",
                          choices=("stopwordsiso", "stopwordsiso_all", "none"))
-    batch_size: int = key("sentences per attention batch")
-    max_subtokens: int = key("sentences longer than this (encoder sub-tokens) get no keywords (counted)")
+    batch_size: int = key("sentences per attention batch", check=BATCH)
+    max_subtokens: int = key("sentences longer than this (encoder sub-tokens) get no keywords (counted)",
+                             check=(at_least_1, "every sentence would be too long to get keywords (ACLM only entity "
+                                    "under another name); give 1 or more"))
     split_commas: bool = key("S2-S5 see tokens split at commas (the released S2 reader)")
 
 
@@ -101,11 +141,11 @@ class KeywordConfig:
 class GeneratorConfig:
     model: str = key("the S4 generator to fine-tune: an mBART-50 hub id or local folder, or any seq2seq folder "
                      "(mini_warm: a BERT2BERT without language codes, make warm-generator)")
-    lr: float = key("fine-tuning learning rate")
-    batch_size: int = key("templates per fine-tuning step")
-    epochs: int = key("fine-tuning epochs")
-    weight_decay: float = key("AdamW weight decay")
-    max_length: int = key("tokens in and out during fine-tuning")
+    lr: float = key("fine-tuning learning rate", check=LEARNING_RATE)
+    batch_size: int = key("templates per fine-tuning step", check=BATCH)
+    epochs: int = key("fine-tuning epochs", check=EPOCHS)
+    weight_decay: float = key("AdamW weight decay", check=WEIGHT_DECAY)
+    max_length: int = key("tokens in and out during fine-tuning", check=SIZE)
     mixed_precision: str = key("fine-tuning precision (auto: bf16 on a capable GPU, fp16 on another, none on CPU)",
                                choices=PRECISIONS)
     label_token_init: dict = key("entity type -> the words its new label tokens' embeddings start from",
@@ -122,20 +162,22 @@ class MixnerConfig:
     beta: float = key("paper: mix when gamma > beta")
     gamma_sigma: float = key("paper: standard deviation of gamma ~ N(0.5, sigma) (not stated in the paper)")
     code_mixed_rounds: int = key("code: the last rounds mix with the 1st, 2nd, ... neighbour")
-    retrieval_k: int = key("nearest neighbours (Sentence-BERT) a mixing partner is drawn from")
+    retrieval_k: int = key("nearest neighbours (Sentence-BERT) a mixing partner is drawn from",
+                           check=(at_least_1, "mixner's partner is one of the k nearest sentences, so 0 leaves none; "
+                                  "give 1 or more, or generation.mixner.mode=off"))
     embedder: str = key("the Sentence-BERT model: a hub id or local folder")
-    batch_size: int = key("sentences per embedding batch")
+    batch_size: int = key("sentences per embedding batch", check=BATCH)
 
 
 @dataclass
 class GenerationConfig:
-    rounds: int = key("R: generations per training sentence")
-    top_k: int = key("sampling keeps the k most likely tokens")
-    num_beams: int = key("beams in decoding")
-    max_length: int = key("tokens generated at most")
+    rounds: int = key("R: generations per training sentence", check=ROUNDS)
+    top_k: int = key("sampling keeps the k most likely tokens", check=CANDIDATES)
+    num_beams: int = key("beams in decoding", check=CANDIDATES)
+    max_length: int = key("tokens generated at most", check=SIZE)
     at_limit: str = key("a generation that reached max_length: drop it as malformed_truncated, or keep it as the "
                         "released script does (counted either way)", choices=("drop", "keep"), default="keep")
-    batch_size: int = key("templates per decoding batch")
+    batch_size: int = key("templates per decoding batch", check=BATCH)
     parse: str = key("how a generation is read back: strict (each label token closed by the same one) or "
                      "released (the released code's reading)", choices=("strict", "released"))
     dedupe: str = key("a repeat is the same words and tags (parsed), the same generated text (raw), or nothing is "
@@ -152,7 +194,10 @@ class GenerationConfig:
 class PostprocessConfig:
     consistency_filter: bool = key("keep only augmentations the S1 tagger tags identically")
     drop_copies: bool = key("drop copies (and near copies) of the source sentence; released code: no")
-    max_similarity: float = key("drop if the token overlap with the source is above this (1.0: exact copies only)")
+    max_similarity: float = key("drop if the token overlap with the source is above this (1.0: exact copies only)",
+                                check=(lambda v: v > 0, "every augmentation is at least 0-similar to its source, so "
+                                       "all would be dropped; give a value above 0 (1: exact copies only), or "
+                                       "postprocess.drop_copies=false"))
     drop_entity_free: bool = key("drop augmentations that hold no entity")
     on_nothing_added: str = key("S6 kept nothing, so S7 would be Gold-only's tagger: fail the run, or warn and "
                                 "flag its result", choices=("fail", "warn"))
@@ -160,22 +205,24 @@ class PostprocessConfig:
 
 @dataclass
 class LwTRConfig:
-    p: float = key("chance that a token is replaced by a training token of the same label")
+    p: float = key("chance that a token is replaced by a training token of the same label",
+                   check=(lambda v: 0 < v <= 1, "is LwTR's chance to replace a token: at 0 it copies the gold "
+                          "sentences; give a rate in (0, 1]"))
     variant: str = key("paper: as published; released: the rule the released LwTR files show; replay: that rule "
                        "drawn as they were, word for word (baselines/lwtr.py)", choices=("paper", "released", "replay"))
     replay_seed: int = key("replay: the seed of numpy's legacy generator (26: the released files', Dai & Adel's "
-                           "--seed 52 halved); the other variants draw from the run's seed", default=26)
+                           "--seed 52 halved); the other variants draw from the run's seed", default=26, check=SEED)
 
 
 @dataclass
 class DAGAConfig:
-    embedding_dim: int = key("the LSTM language model's embedding size")
-    hidden_size: int = key("the LSTM's hidden units")
-    dropout: float = key("dropout rate")
-    lr: float = key("learning rate")
-    epochs: int = key("training epochs (the epoch with the lowest dev loss is kept)")
-    batch_size: int = key("sentences per step")
-    max_length: int = key("tokens of a linearized sentence sampled at most")
+    embedding_dim: int = key("the LSTM language model's embedding size", check=SIZE)
+    hidden_size: int = key("the LSTM's hidden units", check=SIZE)
+    dropout: float = key("dropout rate", check=DROPOUT)
+    lr: float = key("learning rate", check=LEARNING_RATE)
+    epochs: int = key("training epochs (the epoch with the lowest dev loss is kept)", check=EPOCHS)
+    batch_size: int = key("sentences per step", check=BATCH)
+    max_length: int = key("tokens of a linearized sentence sampled at most", check=SIZE)
     constrained: str = key("sampling keeps a tag before a word (labels = entities); off: free sampling",
                            choices=ON_OFF, default="off")
 
@@ -183,16 +230,16 @@ class DAGAConfig:
 @dataclass
 class MulDAConfig:
     model: str = key("the language model fine-tuned: an mBART-50 hub id or local folder")
-    lr: float = key("fine-tuning learning rate")
-    batch_size: int = key("sentences per fine-tuning step")
-    epochs: int = key("fine-tuning epochs (the epoch with the lowest dev loss is kept)")
-    weight_decay: float = key("AdamW weight decay")
+    lr: float = key("fine-tuning learning rate", check=LEARNING_RATE)
+    batch_size: int = key("sentences per fine-tuning step", check=BATCH)
+    epochs: int = key("fine-tuning epochs (the epoch with the lowest dev loss is kept)", check=EPOCHS)
+    weight_decay: float = key("AdamW weight decay", check=WEIGHT_DECAY)
     mixed_precision: str = key("fine-tuning precision (as generator.mixed_precision)", choices=PRECISIONS)
     label_token_init: dict = key("entity type -> the words its tag tokens' embeddings start from", factory=dict)
-    max_length: int = key("tokens of a linearized sentence, in fine-tuning and in sampling")
-    rounds: int = key("R: samples per gold sentence")
-    top_k: int = key("sampling keeps the k most likely tokens")
-    generation_batch_size: int = key("encoder inputs per generate call")
+    max_length: int = key("tokens of a linearized sentence, in fine-tuning and in sampling", check=SIZE)
+    rounds: int = key("R: samples per gold sentence", check=ROUNDS)
+    top_k: int = key("sampling keeps the k most likely tokens", check=CANDIDATES)
+    generation_batch_size: int = key("encoder inputs per generate call", check=BATCH)
     constrained: str = key("sampling keeps a tag before a word (labels = entities); off: free sampling",
                            choices=ON_OFF, default="off")
 
@@ -200,12 +247,14 @@ class MulDAConfig:
 @dataclass
 class MELMConfig:
     model: str = key("the masked language model fine-tuned: an XLM-R hub id or local folder")
-    mask_rate: float = key("eta: share of entity tokens masked in training")
-    epochs: int = key("fine-tuning epochs")
-    lr: float = key("fine-tuning learning rate")
-    batch_size: int = key("sentences per step")
-    top_k: int = key("a masked entity token is filled from the k most likely tokens")
-    rounds: int = key("R: augmentations per gold sentence")
+    mask_rate: float = key("eta: share of entity tokens masked in training",
+                           check=(lambda v: 0 < v <= 1, "is the share of entity tokens MELM masks in training: with "
+                                  "none it learns nothing; give a rate in (0, 1]"))
+    epochs: int = key("fine-tuning epochs", check=EPOCHS)
+    lr: float = key("fine-tuning learning rate", check=LEARNING_RATE)
+    batch_size: int = key("sentences per step", check=BATCH)
+    top_k: int = key("a masked entity token is filled from the k most likely tokens", check=CANDIDATES)
+    rounds: int = key("R: augmentations per gold sentence", check=ROUNDS)
     code_mix: bool = key("replace entities with same-type entities of other languages (MELM's code-mixing)")
     code_mix_languages: list = key("datasets whose entities code-mixing borrows (empty: a union's own languages)",
                                    factory=list)
@@ -214,7 +263,7 @@ class MELMConfig:
 @dataclass
 class AnalysisConfig:
     perplexity_model: str = key("the causal language model Table 3's perplexity is measured with (GPT-2)")
-    batch_size: int = key("sentences per perplexity batch")
+    batch_size: int = key("sentences per perplexity batch", check=BATCH)
 
 
 @dataclass
@@ -233,10 +282,15 @@ class DataCheckConfig:
 class SplitConfig:
     source: str = key("where the gold sample comes from: auto (the released sample where shipped, else "
                       "stratified), released, stratified", choices=("auto", "released", "stratified"))
-    seed: int = key("the stratified draw's seed (the run's seed varies training only)")
-    sizes: list = key("gold sizes scripts/make_splits.py cuts", factory=list)
+    seed: int = key("the stratified draw's seed (the run's seed varies training only)", check=SEED)
+    sizes: list = key("gold sizes scripts/make_splits.py cuts", factory=list,
+                      check=(lambda v: all(isinstance(n, int) and n >= 1 for n in v),
+                             "each sample holds 1 sentence or more"))
     dev_size: Optional[Union[int, str]] = key('dev sentences: a number, "gold" (as many as the gold sample) or '
-                                              "null (the full dev set)", default=None)
+                                              "null (the full dev set)", default=None,
+                                              check=(lambda v: v in (None, "gold") or v >= 1,
+                                                     "0 would read as the full dev set; give 1 or more, 'gold', or "
+                                                     "null (the full dev set)"))
 
 
 @dataclass
@@ -248,8 +302,10 @@ class Config:
     dataset: str = key("a key of configs/datasets.yaml, or a folder with train.conll (dev, test)")
     language: Optional[str] = key("a dataset folder's ISO 639-1 language (null: detected from its text)", default=None)
     test_datasets: list = key("extra test sets a run is scored on (cross-lingual)", factory=list)
-    gold: Union[int, str] = key('gold sentences sampled from the train set, or "full"')
-    seed: int = key("the training seed (S1-S7); the gold sample's is splits.seed")
+    gold: Union[int, str] = key('gold sentences sampled from the train set, or "full"',
+                                check=(lambda v: v == "full" or v >= 1,
+                                       "a sample holds 1 sentence or more; give 1 or more, or 'full'"))
+    seed: int = key("the training seed (S1-S7); the gold sample's is splits.seed", check=SEED)
     data_dir: str = key("where the datasets are (default: $ACLM_DATA_DIR, else ./data)")
     run_dir: str = key("where runs are written")
     device: str = key("where models run (auto: CUDA when there is one)", choices=("auto", "cpu", "cuda"))
@@ -286,14 +342,17 @@ def schema_keys(kind: type = None, prefix: str = "") -> dict[str, Any]:
 
 
 def key_help(name: str) -> str:
-    """A schema key's meaning, with its choices when it has any."""
+    """A schema key's meaning, with its choices and its bound when it has them."""
     f = schema_keys()[name]
-    choices = f.metadata["choices"]
-    return f.metadata["help"] + (f" [{' | '.join(str(c) for c in choices)}]" if choices else "")
+    choices, check = f.metadata["choices"], f.metadata["check"]
+    return (f.metadata["help"] + (f" [{' | '.join(str(c) for c in choices)}]" if choices else "")
+            + (f"; bound: {check[1]}" if check else ""))
 
 
 #: Each key with a fixed set of values, and those values (from the schema's metadata).
 CHOICES: dict[str, tuple] = {k: f.metadata["choices"] for k, f in schema_keys().items() if f.metadata["choices"]}
+#: Each key with a bound, and its bound.
+CHECKS: dict[str, Check] = {k: f.metadata["check"] for k, f in schema_keys().items() if f.metadata["check"]}
 
 
 class ConfigError(ValueError):
@@ -380,10 +439,8 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
     per_method = profile_node.pop("method_overrides", None) or {}
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)} (aclm/base/registry.py)")
-    method_file = METHODS[method].yaml
-    if not method_file.exists():
-        raise ConfigError(f"method {method!r} has no config file {method_file}")
-    method_node = _load_yaml(method_file)
+    method_file = METHODS[method].yaml      # a method with no settings of its own has none
+    method_node = _load_yaml(method_file) if method_file.exists() else OmegaConf.create()
     _check_file(method_node, method_file, chosen)
     with open_dict(cfg):  # a method's own section (one the schema does not know) comes from its file, untyped
         for key in [k for k in method_node if k not in cfg]:
@@ -429,56 +486,6 @@ def read_off(cfg: DictConfig) -> None:
             OmegaConf.update(cfg, key, "off")
 
 
-def _at_least_1(value: Any) -> bool:
-    return value >= 1
-
-
-#: Values that would make a run do nothing, silently run another method, or fail once it has begun (rejected
-#: on load): (keys, whether a value is allowed, why not and what is).
-LIMITS: tuple[tuple[tuple[str, ...], Callable[[Any], bool], str], ...] = (
-    (("gold",), lambda v: v == "full" or v >= 1, "a sample holds 1 sentence or more; give 1 or more, or 'full'"),
-    (("generation.rounds", "mulda.rounds", "melm.rounds"), _at_least_1,
-     "fewer than 1 round generates nothing: the method would be Gold-only under another name; give 1 or more"),
-    (("ner.epochs", "generator.epochs", "daga.epochs", "mulda.epochs", "melm.epochs"), _at_least_1,
-     "a model trained for no epoch stays as it was loaded; give 1 or more"),
-    (("ner.lr", "generator.lr", "daga.lr", "mulda.lr", "melm.lr"), lambda v: v > 0,
-     "a learning rate of 0 leaves the weights as they are (a negative one climbs the loss); give a positive rate"),
-    (("ner.batch_size", "ner.eval_batch_size", "keywords.batch_size", "generator.batch_size", "generation.batch_size",
-      "generation.mixner.batch_size", "daga.batch_size", "mulda.batch_size", "mulda.generation_batch_size",
-      "melm.batch_size", "analysis.batch_size"), _at_least_1, "a batch holds 1 sentence or more"),
-    (("generation.num_beams", "generation.top_k", "mulda.top_k", "melm.top_k"), _at_least_1,
-     "decoding keeps 1 candidate or more; give 1 or more"),
-    (("generator.max_length", "generation.max_length", "daga.max_length", "mulda.max_length",
-      "daga.embedding_dim", "daga.hidden_size"), _at_least_1, "nothing fits in a size below 1; give 1 or more"),
-    (("keywords.max_subtokens",), _at_least_1,
-     "every sentence would be too long to get keywords (ACLM only entity under another name); give 1 or more"),
-    (("generation.mixner.retrieval_k",), _at_least_1,
-     "mixner's partner is one of the k nearest sentences, so 0 leaves none; give 1 or more, "
-     "or generation.mixner.mode=off"),
-    (("lwtr.p",), lambda v: 0 < v <= 1,
-     "is LwTR's chance to replace a token: at 0 it copies the gold sentences; give a rate in (0, 1]"),
-    (("melm.mask_rate",), lambda v: 0 < v <= 1,
-     "is the share of entity tokens MELM masks in training: with none it learns nothing; give a rate in (0, 1]"),
-    (("postprocess.max_similarity",), lambda v: v > 0,
-     "every augmentation is at least 0-similar to its source, so all would be dropped; give a value above 0 "
-     "(1: exact copies only), or postprocess.drop_copies=false"),
-    (("ner.dropout", "daga.dropout"), lambda v: 0 <= v < 1,
-     "a dropout of 1 zeroes every unit; give a rate in [0, 1)"),
-    (("ner.warmup_fraction",), lambda v: 0 <= v <= 1, "is a share of the training steps; give a value in [0, 1]"),
-    (("ner.anneal_patience",), lambda v: v >= 0,
-     "a negative patience halves the rate after every epoch; give 0 or more"),
-    (("ner.early_stopping",), lambda v: v is None or v >= 1,
-     "0 would read as never, as null does; give 1 or more epochs without dev gain, or null"),
-    (("generator.weight_decay", "mulda.weight_decay"), lambda v: v >= 0,
-     "a negative weight decay pushes the weights away from 0; give 0 or more"),
-    (("splits.dev_size",), lambda v: v in (None, "gold") or v >= 1,
-     "0 would read as the full dev set; give 1 or more, 'gold', or null (the full dev set)"),
-    (("splits.sizes",), lambda v: all(isinstance(n, int) and n >= 1 for n in v),
-     "each sample holds 1 sentence or more"),
-    (("seed", "splits.seed", "lwtr.replay_seed"), lambda v: 0 <= v < 2**32,
-     "numpy's generators take a seed from 0 to 2**32 - 1 (4294967295); give one there"),
-)
-
 #: Values degenerate only beside another key's: (key, whether the combination is degenerate, why and what to
 #: give, formatted with the config as ``c``).
 COMBINATIONS: tuple[tuple[str, Callable[[DictConfig], bool], str], ...] = (
@@ -498,26 +505,14 @@ COMBINATIONS: tuple[tuple[str, Callable[[DictConfig], bool], str], ...] = (
 def degenerate_values(cfg: DictConfig) -> str | None:
     """The first key whose value would make the run do nothing or silently another method, as a one-line
     message, or None."""
-    for keys, allowed, why in LIMITS:
-        for key in keys:
-            value = OmegaConf.select(cfg, key)
-            if not allowed(value):
-                return f"{key}={value}: {why}"
+    for key, (allowed, why) in CHECKS.items():
+        value = OmegaConf.select(cfg, key)
+        if not allowed(value):
+            return f"{key}={value!r}: {why}"
     for key, degenerate, why in COMBINATIONS:
         if degenerate(cfg):
             return f"{key}={OmegaConf.select(cfg, key)} {why.format(c=cfg)}"
     return None
-
-
-def _flair_layers(spec: str) -> bool:
-    """Whether flair reads ``ner.layers``: ``all``, or layer indices joined by commas (each read with ``int``)."""
-    if spec == "all":
-        return True
-    try:
-        [int(part) for part in spec.split(",")]
-    except ValueError:
-        return False
-    return True
 
 
 def validate(cfg: DictConfig) -> None:
@@ -553,11 +548,6 @@ def validate(cfg: DictConfig) -> None:
         layer_span(cfg.keywords.layers)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    if not _flair_layers(cfg.ner.layers):
-        raise ConfigError(f"ner.layers={cfg.ner.layers!r}: give all, or layer indices joined by commas such as -1 "
-                          f"or -1,-2,-3,-4 (flair's form)")
-    if not 0.0 <= cfg.keywords.p <= 1.0:
-        raise ConfigError(f"keywords.p={cfg.keywords.p} must lie in [0, 1]")
     problem = degenerate_values(cfg)
     if problem:
         raise ConfigError(problem)

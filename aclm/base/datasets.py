@@ -62,6 +62,7 @@ class DatasetSpec:
     run_name: Optional[str] = None              # its directory in the run tree (default: the name)
     obtain: Optional[str] = None                # where users get files the data folder does not ship
     types: Optional[list] = None                # the entity types it declares (the data check holds files to them)
+    test_sets: dict = field(default_factory=dict)  # test_set name -> the entry a grid runs instead
 
     def __post_init__(self) -> None:
         if self.root not in ROOTS:

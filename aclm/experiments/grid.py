@@ -48,7 +48,8 @@ the method's plain run, shared with Table 1.
 
 MultiCoNER grids name ``multiconer/<lang>``, scored on the data folder's
 2,000-sentence test slices; ``test_set=official`` (``make ... TEST_SET=official``)
-runs them on the official MultiCoNER v1 release instead (:func:`with_test_set`),
+runs them on the official MultiCoNER v1 release instead (:func:`with_test_set`: each
+dataset's ``test_sets`` entry in configs/datasets.yaml),
 in run folders of their own, and stops before any run when its files are missing.
 """
 
@@ -60,7 +61,7 @@ import shlex
 import subprocess
 import sys
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -154,26 +155,6 @@ class Cell:
                          self.method, self.variant)
 
     @property
-    def root(self) -> Path:
-        return self.layout.root
-
-    @property
-    def method_dir(self) -> Path:
-        return self.layout.method_dir
-
-    @property
-    def result_path(self) -> Path:
-        return self.layout.result_path
-
-    @property
-    def failed_path(self) -> Path:
-        return self.layout.failed_path
-
-    @property
-    def aug_path(self) -> Path:
-        return self.layout.aug_path
-
-    @property
     def phase(self) -> int:
         """0: S1; then each method after the methods it needs (the method table's phase)."""
         return registry.get(self.method).phase
@@ -185,11 +166,11 @@ class Cell:
         """Its result exists and every stage of its chain is current for the cell's config.
 
         The chain is imported here, when a run is checked, not with the grid: reading a grid (the tables,
-        :mod:`aclm.tables.report`) imports no run machinery, and planning a chain loads no training library.
+        :mod:`aclm.tables.aggregate`) imports no run machinery, and planning a chain loads no training library.
         """
         from aclm.run.chain import run_method
 
-        if not self.result_path.exists():
+        if not self.layout.result_path.exists():
             return False
         with planning():
             try:
@@ -275,11 +256,9 @@ SLICES = ("langs", "sizes", "methods", "seeds")
 SELECTION = {"profile": "paper", "run_dir": "runs", **dict.fromkeys(SLICES), "test_set": None}
 #: ``test_set=``: what a grid's MultiCoNER runs are scored on (None: slice). The grids name ``multiconer/<lang>``,
 #: whose test.conll in the data folder is a 2,000-sentence slice held out of train; ``official`` runs them as
-#: ``multiconer_official/<lang>`` (configs/datasets.yaml), the official MultiCoNER v1 release the paper scored on,
-#: with the same released gold samples (:func:`with_test_set`).
-TEST_SETS = ("slice", "official")
-SLICE_PREFIX, OFFICIAL_PREFIX = "multiconer/", "multiconer_official/"
-
+#: the entry configs/datasets.yaml names under that entry's ``test_sets`` (``multiconer_official/<lang>``), the
+#: official MultiCoNER v1 release the paper scored on, with the same released gold samples.
+SLICE = "slice"
 
 def selection(words: Sequence[str]) -> dict[str, Optional[str]]:
     """``["profile=tiny", "langs=en,de"]`` -> every key of :data:`SELECTION`, the ones not given at their default."""
@@ -294,62 +273,51 @@ def selection(words: Sequence[str]) -> dict[str, Optional[str]]:
 
 def selected_cells(grid: Grid, chosen: dict[str, Optional[str]]) -> list["Cell"]:
     """The cells of ``grid`` a :func:`selection` picks (on the test sets ``test_set=`` names)."""
-    grid = with_test_set(grid, chosen.get("test_set"))
-    return expand(grid, chosen["profile"], chosen["run_dir"], *(chosen[k] for k in SLICES))
+    test_set = chosen.get("test_set")
+    moved = with_test_set(grid, test_set)
+    if test_set not in (None, SLICE) and not _datasets(moved) & set(test_set_entries(test_set).values()):
+        raise GridError(f"test_set={test_set}: grid {grid.name} runs no dataset that has it "
+                        f"({', '.join(test_set_entries(test_set))})")
+    return expand(moved, chosen["profile"], chosen["run_dir"], *(chosen[k] for k in SLICES))
 
 
-def official_name(dataset: str) -> str:
-    """``multiconer/<lang>`` -> ``multiconer_official/<lang>`` where the registry has that entry; any other name
-    as it is (so mapping a grid twice changes nothing)."""
-    if dataset.startswith(SLICE_PREFIX):
-        official = OFFICIAL_PREFIX + dataset[len(SLICE_PREFIX):]
-        if official in dataset_registry():
-            return official
-    return dataset
+def test_set_entries(test_set: str) -> dict[str, str]:
+    """Each dataset that has ``test_set`` (configs/datasets.yaml ``test_sets``) -> the entry its runs use then."""
+    entries = {name: spec.test_sets[test_set] for name, spec in dataset_registry().items() if test_set in spec.test_sets}
+    if not entries:
+        known = sorted({t for spec in dataset_registry().values() for t in spec.test_sets})
+        raise GridError(f"test_set={test_set}: expected one of {', '.join([SLICE, *known])}")
+    return entries
 
 
-def _official_value(value: Any) -> Any:
-    """A config value with the MultiCoNER names in it mapped: a dataset, or a list of them (``test_datasets``)."""
-    if isinstance(value, str):
-        return official_name(value)
-    if isinstance(value, (list, tuple)):
-        return [_official_value(v) for v in value]
-    return value
-
-
-def _official_path(path: str) -> str:
-    """A column's result.json path: ``test.multiconer/hi.f1`` -> ``test.multiconer_official/hi.f1`` (a run keys
-    its scores by the test set's dataset name)."""
-    return ".".join(official_name(part) for part in path.split("."))
-
-
-def has_multiconer(grid: Grid) -> bool:
-    """Whether ``test_set=`` applies to ``grid``: it runs a MultiCoNER dataset (the slice's or, already mapped,
-    the release's)."""
-    return any(official_name(d).startswith(OFFICIAL_PREFIX) for block in grid.blocks for d in block.datasets)
+def _datasets(grid: Grid) -> set[str]:
+    return {d for block in grid.blocks for d in block.datasets}
 
 
 def with_test_set(grid: Grid, test_set: Optional[str]) -> Grid:
-    """``grid`` as ``test_set=`` runs it: ``slice`` (or None) as written; ``official`` with every
-    ``multiconer/<lang>`` in its blocks (datasets, overrides such as ``test_datasets``, sweep values and the
-    columns' result paths) made ``multiconer_official/<lang>``.
+    """``grid`` as ``test_set=`` runs it: ``slice`` (or None) as written; another with each dataset that has that
+    test set renamed to its entry wherever the blocks name it (datasets, overrides such as ``test_datasets``,
+    sweep values, and the columns' result paths, which a run keys by test set: ``test.multiconer/hi.f1``).
 
     Only the names change, so the table keeps its rows and columns, and the runs live under
     ``<run_dir>/<profile>/multiconer_official/<lang>/`` (a run folder is named after its dataset), apart from
     the slice's: they are other settings (another dev and test set, and ``gold=full`` another train set).
     """
-    if test_set in (None, "slice"):
+    if test_set in (None, SLICE):
         return grid
-    if test_set not in TEST_SETS:
-        raise GridError(f"test_set={test_set}: expected one of {', '.join(TEST_SETS)}")
-    if not has_multiconer(grid):
-        raise GridError(f"test_set={test_set}: grid {grid.name} runs no MultiCoNER dataset ({SLICE_PREFIX}<lang>)")
-    blocks = tuple(replace(block, datasets=tuple(official_name(d) for d in block.datasets),
-                           overrides={k: _official_value(v) for k, v in block.overrides.items()},
-                           sweep_values={k: _official_value(v) for k, v in block.sweep_values.items()},
-                           columns={k: _official_path(v) for k, v in block.columns.items()})
-                   for block in grid.blocks)
-    return replace(grid, blocks=blocks)
+    entries = test_set_entries(test_set)
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, str):
+            return ".".join(entries.get(part, part) for part in value.split("."))
+        if isinstance(value, (list, tuple)):
+            return type(value)(renamed(v) for v in value)
+        if isinstance(value, dict):
+            return {k: renamed(v) for k, v in value.items()}
+        return value
+
+    return replace(grid, blocks=tuple(replace(block, **{f.name: renamed(getattr(block, f.name)) for f in fields(block)})
+                                      for block in grid.blocks))
 
 
 def missing_data(cells: Sequence["Cell"]) -> list[str]:
@@ -492,7 +460,7 @@ def prune_finished_s1(cells: Sequence[Cell]) -> tuple[int, int]:
     """
     settings: dict[Path, list[Cell]] = {}
     for cell in with_prerequisites(cells):
-        settings.setdefault(cell.root, []).append(cell)
+        settings.setdefault(cell.layout.root, []).append(cell)
     pruned = freed = 0
     for root, group in settings.items():
         if (root / S1).exists() and all(c.is_done() for c in group):
@@ -507,8 +475,8 @@ def with_prerequisites(cells: Sequence[Cell]) -> list[Cell]:
     todo = list(cells)
     while todo:
         cell = todo.pop(0)
-        if cell.result_path not in found:
-            found[cell.result_path] = cell
+        if cell.layout.result_path not in found:
+            found[cell.layout.result_path] = cell
             todo.extend(cell.prerequisites())
     return sorted(found.values(), key=lambda c: c.phase)
 
@@ -524,9 +492,9 @@ def conflicts(cells: Iterable[Cell]) -> list[str]:
     seen: dict[Path, list[str]] = {}
     out = []
     for cell in (n for c in cells for n in _needed(c)):
-        previous = seen.setdefault(cell.result_path, cell.args())
+        previous = seen.setdefault(cell.layout.result_path, cell.args())
         if previous != cell.args():
-            out.append(f"{cell.result_path}: {shlex.join(previous)}  vs  {shlex.join(cell.args())}")
+            out.append(f"{cell.layout.result_path}: {shlex.join(previous)}  vs  {shlex.join(cell.args())}")
     return out
 
 
@@ -534,7 +502,7 @@ def conflicts(cells: Iterable[Cell]) -> list[str]:
 
 def cell_command(cell: Cell) -> list[str]:
     """What runs a cell, after the Python interpreter."""
-    return [GRID_SCRIPT, "cell", str(cell.result_path), *cell.args()]
+    return [GRID_SCRIPT, "cell", str(cell.layout.result_path), *cell.args()]
 
 
 def _make_word(word: str) -> str:
@@ -542,7 +510,7 @@ def _make_word(word: str) -> str:
 
 
 def _target(cell: Cell) -> str:
-    path = str(cell.result_path)
+    path = str(cell.layout.result_path)
     if not SAFE_PATH.match(path):
         raise GridError(f"{path}: make cannot use this path as a target (keep to letters, digits and ./+-_)")
     return path
@@ -564,7 +532,7 @@ def makefile(cells: Sequence[Cell], title: str, python: str) -> str:
     pending = to_run(everything)
     for cell in everything:
         needs = " ".join(_target(p) for p in cell.prerequisites())
-        force = " FORCE" if cell.result_path in pending else ""
+        force = " FORCE" if cell.layout.result_path in pending else ""
         lines.append(f"{_target(cell)}:{force}" + (f" | {needs}" if needs else ""))
         lines.append("\t$(PYTHON) " + " ".join(_make_word(w) for w in cell_command(cell)))
         lines.append("")
@@ -574,11 +542,11 @@ def makefile(cells: Sequence[Cell], title: str, python: str) -> str:
 def to_run(cells: Sequence[Cell]) -> set[Path]:
     """The result paths of ``cells`` that must run: those not done, and those that need one of them (a run
     that reads another's result, as Gold-only-budget reads ACLM's, is stale once that one runs again)."""
-    pending = {cell.result_path for cell in cells if not cell.is_done()}
+    pending = {cell.layout.result_path for cell in cells if not cell.is_done()}
     grown = True
     while grown:
         before = len(pending)
-        pending |= {c.result_path for c in cells if any(p.result_path in pending for p in c.prerequisites())}
+        pending |= {c.layout.result_path for c in cells if any(p.layout.result_path in pending for p in c.prerequisites())}
         grown = len(pending) > before
     return pending
 

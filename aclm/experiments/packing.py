@@ -1,16 +1,16 @@
 """How many runs one GPU holds at once: ``make reproduce-table1 JOBS=auto``.
 
 Runs of a grid are separate processes; several fit on one card because a
-run at the paper's sizes uses a fraction of it (docs/gpu-check.md: 2, 4 and
+run at the paper's sizes uses a fraction of it (results/history/: 2, 4 and
 8 Gold-only runs at once gave 2.05, 3.54 and 5.25 times the runs per hour on
 one H100, 4 ACLM runs 3.78 times on one H200).  A stage needs what its process
 holds on the card, more than its tensors' CUDA peak (the CUDA context, the
 allocator's cache): 6,283 MB in use for an S1 peak of 5,057 MB, a factor of
 1.25, and about 29 GB for S4's 16.3 GB, a factor of 1.78.  The peak is the one
 measured in the stage stamps under ``<run_dir>/<profile>`` where runs there
-finished on a GPU, else the one at paper size in the GPU check; where a stamp
-also says what the allocator reserved, that plus the context counts if it is
-more.  The card's free memory, 5% kept back, over that need, and at most one
+finished on a GPU, else the one at paper size the GPU check measured
+(configs/gpu_peaks.json); where a stamp also says what the allocator
+reserved, that plus the context counts if it is more.  The card's free memory, 5% kept back, over that need, and at most one
 run per CPU core.
 
 Without a ledger every run is counted at the largest need among its stages,
@@ -32,29 +32,19 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional
 
 from aclm.base.datasets import get_spec
+from aclm.base.paths import CONFIG_DIR
 from aclm.engine.memory import CONTEXT_MB, create
 
 log = logging.getLogger("aclm.experiments.packing")
 
-#: CUDA peak (MB) of each stage at paper size: the GPU check on one H200 (docs/gpu-check-h200.json).  Two
-#: were not measured there: Gold-only's scoring (s1_eval) gets S7's scoring's, the same work on the same
-#: tagger size; a baseline's generation stage (augment) gets S4's, the largest (MulDA fine-tunes the same
-#: mBART-50).
-PAPER_PEAKS_MB = {"data": 0, "s1_ner": 5054, "s1_eval": 2978, "s2_keywords": 2564, "s3_templates": 33,
-                  "s4_generator": 16313, "s5_generation": 5871, "augment": 16313, "s6_postprocess": 0,
-                  "s7_ner": 5054, "s7_eval": 2978}
-PROCESS_FACTOR = 1.25            # memory in use per process over its tensors' peak (nvidia-smi, one H100)
-#: Fine-tuning mBART-50 holds far more than its peak: 29,067 MB in use (nvidia-smi) during one ACLM run alone,
-#: whose other stages peak below 6 GB, and 124,916 MB for four runs whose S4s ran at the same time (the fifth GPU
-#: check, one H200, docs/gpu-check-h200-4.json).  The baselines' generation stage (augment) fine-tunes the same.
-GENERATOR_FACTOR = 29067 / 16313
-STAGE_FACTORS = {"s4_generator": GENERATOR_FACTOR, "augment": GENERATOR_FACTOR}
-#: What S4's and S5's processes hold whatever the sequence length, at paper size: mBART-50's 611M parameters
-#: with their gradients and Adam's two moments in fp32 (16 bytes each) while fine-tuning, its fp32 weights
-#: while decoding.  The rest of their peak grows with the padded length, which differs by language.
-FIXED_MB = {"s4_generator": 9322, "augment": 9322, "s5_generation": 2331}
-#: The dataset PAPER_PEAKS_MB were measured on, whose padded length the other languages' are compared with.
-REFERENCE_DATASET = "multiconer/en"
+#: What each stage needs at paper size, as the GPU check last measured it (and writes after it measures):
+#: ``cuda_peak_mb`` per stage (Gold-only's scoring, s1_eval, gets S7's scoring's; a baseline's generation stage,
+#: augment, gets S4's, the largest: MulDA fine-tunes the same mBART-50); ``process_factor``, what a process holds
+#: on the card (nvidia-smi) over its tensors' peak; ``in_use_over_peak_mb``, that pair where a stage holds far
+#: more (fine-tuning mBART-50); ``fixed_mb``, what S4's and S5's processes hold whatever the sequence length
+#: (weights, gradients and Adam's moments): the rest of their peak grows with the padded length, which
+#: differs by language; ``reference_dataset``, the dataset whose padded length the others' are compared with.
+PEAKS_FILE = CONFIG_DIR / "gpu_peaks.json"
 #: About the longest target in a batch of 32: what a batch pads to.
 PADDED_QUANTILE = 0.97
 HEADROOM = 0.95                  # the share of the free memory the runs may fill
@@ -68,9 +58,16 @@ class Packing:
     reason: str
 
 
+def peaks() -> dict:
+    """The measured needs of :data:`PEAKS_FILE`, read on each call so that a new measurement counts at once."""
+    return json.loads(PEAKS_FILE.read_text())
+
+
 def process_factor(stage: str) -> float:
     """What a stage's process holds on the card over its tensors' CUDA peak."""
-    return STAGE_FACTORS.get(stage, PROCESS_FACTOR)
+    measured = peaks()
+    in_use, peak = measured["in_use_over_peak_mb"].get(stage, (None, None))
+    return in_use / peak if in_use else measured["process_factor"]
 
 
 def measured_needs(run_dir: Path, profile: str) -> dict[str, int]:
@@ -108,12 +105,12 @@ def padded_length(dataset: str, generator: str) -> float:
 
 
 def length_ratios(datasets: Iterable[str], generator: str) -> dict[str, float]:
-    """Each dataset language's padded length over :data:`REFERENCE_DATASET`'s (with ``generator``'s tokenizer);
+    """Each dataset language's padded length over the reference dataset's (:data:`PEAKS_FILE`) (with ``generator``'s tokenizer);
     a language whose data is not here is left out (its stages lease the reference's need)."""
     from aclm.base.data import DataError
 
     try:
-        reference = padded_length(REFERENCE_DATASET, generator)
+        reference = padded_length(peaks()["reference_dataset"], generator)
     except (DataError, KeyError, OSError) as err:
         log.warning("S4/S5 memory by language not estimated: %s", err)
         return {}
@@ -129,15 +126,17 @@ def length_ratios(datasets: Iterable[str], generator: str) -> dict[str, float]:
 def language_need(stage: str, ratio: float) -> int:
     """A length-bound stage's need at paper size for a language whose batches pad ``ratio`` times as long as
     the reference's: the part that holds the weights stays, the rest scales."""
-    fixed, peak = FIXED_MB[stage], PAPER_PEAKS_MB[stage]
+    measured = peaks()
+    fixed, peak = measured["fixed_mb"][stage], measured["cuda_peak_mb"][stage]
     return round((fixed + (peak - fixed) * ratio) * process_factor(stage))
 
 
 def paper_need(stage: str) -> int:
     """A stage's need at paper size; the largest for a stage the GPU check did not measure."""
-    peak = PAPER_PEAKS_MB.get(stage)
+    measured = peaks()["cuda_peak_mb"]
+    peak = measured.get(stage)
     if peak is None:
-        return max(map(paper_need, PAPER_PEAKS_MB))
+        return max(map(paper_need, measured))
     return round(peak * process_factor(stage))
 
 
@@ -168,9 +167,10 @@ def stage_needs(stages: Iterable[str], measured: Mapping[str, int],
     """What each GPU stage among ``stages`` leases (MB): its need, measured or at paper size; and for S4 and
     S5 in each language of ``ratios`` (:func:`length_ratios`), ``<stage>@<language>``: measured in that
     language, else scaled by its padded length."""
+    paper = peaks()
     needs = {s: measured.get(s, paper_need(s)) for s in sorted(set(stages))
-             if PAPER_PEAKS_MB.get(s, GPU_STAGE_MB) >= GPU_STAGE_MB}
-    for stage in [s for s in needs if s in FIXED_MB]:
+             if paper["cuda_peak_mb"].get(s, GPU_STAGE_MB) >= GPU_STAGE_MB}
+    for stage in [s for s in needs if s in paper["fixed_mb"]]:
         for language, ratio in sorted(ratios.items()):
             needs[f"{stage}@{language}"] = measured.get(f"{stage}@{language}", language_need(stage, ratio))
     return needs

@@ -125,7 +125,7 @@ def setting_indices(cells: Sequence[Cell]) -> dict[Path, int]:
     """Each setting's index in the slice: the same in every array, so aftercorr pairs a setting's runs."""
     index: dict[Path, int] = {}
     for cell in with_prerequisites(cells):
-        index.setdefault(cell.root, len(index))
+        index.setdefault(cell.layout.root, len(index))
     return index
 
 
@@ -144,15 +144,15 @@ def plan(cells: Sequence[Cell], grid: str) -> tuple[list[Array], int]:
         if cell.is_done():
             done += 1
             continue
-        queued = [holder[p.result_path] for p in cell.prerequisites() if p.result_path in holder]
+        queued = [holder[p.layout.result_path] for p in cell.prerequisites() if p.layout.result_path in holder]
         after = max(queued, key=lambda a: a.phase, default=None)
-        label = cell.method_dir.name
+        label = cell.layout.method_dir.name
         key = (label, after.name if after else None)
         if key not in arrays:
             name = f"{grid}.{label}" + (f".after-{after.label}" if after else "")
             arrays[key] = Array(name, label, cell.phase, after)
-        arrays[key].tasks[index[cell.root]] = cell
-        holder[cell.result_path] = arrays[key]
+        arrays[key].tasks[index[cell.layout.root]] = cell
+        holder[cell.layout.result_path] = arrays[key]
     return list(arrays.values()), done
 
 
@@ -174,7 +174,7 @@ def id_ranges(ids: Sequence[int]) -> str:
 def run_label(cell: Cell) -> str:
     """A run's name for its log file: its method directory below the profile, e.g.
     ``multiconer-en-gold100-seed1-aclm``."""
-    return "-".join(cell.method_dir.relative_to(Path(cell.runs) / cell.profile).parts)
+    return "-".join(cell.layout.method_dir.relative_to(Path(cell.runs) / cell.profile).parts)
 
 
 # --- batch scripts ---------------------------------------------------------------------------
@@ -198,7 +198,7 @@ class Places:
 
     def absolute(self, cell: Cell) -> str:
         """A run's result path as the record keeps it, however ``run_dir`` was spelt."""
-        return str((self.workdir / cell.result_path).resolve())
+        return str((self.workdir / cell.layout.result_path).resolve())
 
 
 def header(name: str, options: list[str], output: Path, dependency: Optional[str]) -> list[str]:
@@ -221,7 +221,7 @@ def array_script(array: Array, cluster: Cluster, places: Places, python: str, de
     lines += [f"# {array.label}, phase {array.phase}: task i is setting i of the slice; its output goes to "
               f"{places.logs}/<run>.log", 'case "$SLURM_ARRAY_TASK_ID" in']
     for i, cell in sorted(array.tasks.items()):
-        lines.append(f"  {i}) set -- {shlex.join([str(cell.result_path), *cell.args()])} ;;  # {run_label(cell)}")
+        lines.append(f"  {i}) set -- {shlex.join([str(cell.layout.result_path), *cell.args()])} ;;  # {run_label(cell)}")
     lines += ['  *) echo "no run for task $SLURM_ARRAY_TASK_ID" >&2; exit 2 ;;', "esac",
               STAMP_LINE.format(task=" task $SLURM_ARRAY_TASK_ID"),
               f'exec {shlex.quote(python)} {shlex.quote(str(PROJECT_ROOT / "scripts" / "grid.py"))} cell "$@"', ""]

@@ -5,10 +5,10 @@
 
 The method's own stages are ACLM's S2-S5 (keywords, templates, generator,
 generation) or one ``augment`` stage running the method's function from the
-method table (:mod:`aclm.base.registry`).  A :class:`Step` names its stage,
-the declared stage (:mod:`aclm.stages`, which skips itself when nothing it
-reads changed) and the earlier steps whose folders it reads;
-``scripts/run_method.py --list-stages`` prints a method's chain.
+method table (:mod:`aclm.base.registry`).  A :class:`Step` names its stage
+and the declared stage (:mod:`aclm.stages`, which skips itself when nothing it
+reads changed); the builder's parameters name the earlier steps whose folders
+it reads; ``scripts/run_method.py --list-stages`` prints a method's chain.
 
 Unless ``storage.keep_models``, the S4 generator's weights are deleted once
 S5 has written its generations, and, when ``storage.keep_final_tagger`` is
@@ -31,7 +31,7 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -68,28 +68,42 @@ class WiringError(ValueError):
 class Step:
     """One stage of a chain: what it is called, the declared stage that builds it, and what it reads.
 
-    ``inputs`` maps each of the stage's arguments to the earlier step whose directory it gets (a tuple
-    names arguments after their steps: ``("data", "s1_ner")``); an argument the stage does not take, or
-    one it needs and is not given, fails here, when the chain is built, before anything runs.
+    Its builder's signature wires it: after ``(config, out)``, each parameter gets the folder of the earlier
+    step of its name (``s1_ner``), ``chain`` every earlier step by name (a scoring stage), ``needs`` the S6
+    folders of :attr:`needs`.  ``renamed`` holds the exceptions: a parameter fed by a step of another name
+    (S6's ``generations``), or by none (None: left at its default).  A renamed parameter the builder does not
+    take, or one it needs and is not given, fails here, when the chain is built, before anything runs.
     """
 
     name: str                                   # its directory (aclm.stages.layout)
     stage: Stage                                # called as stage(cfg, force=..., **{argument: directory})
-    inputs: Mapping[str, str] | tuple[str, ...] = ()
+    renamed: Mapping[str, str | None] = field(default_factory=dict)
     needs: tuple[str, ...] = ()                 # the S6 of these methods of the setting, where they ran (needs=)
-    scores: bool = False                        # a scoring stage: it gets every earlier step by name (chain=)
     frees: str = ""                             # an earlier step whose model weights go once this one is done
 
     def __post_init__(self) -> None:
-        inputs = dict(self.inputs) if isinstance(self.inputs, Mapping) else {name: name for name in self.inputs}
-        object.__setattr__(self, "inputs", inputs)
-        given = {*inputs, *(["needs"] if self.needs else []), *(["chain"] if self.scores else [])}
-        parameters = list(inspect.signature(self.stage.build).parameters.values())[2:]     # after (c, out)
-        takes = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        wanted = {p.name for p in parameters if p.default is inspect.Parameter.empty}
-        if given - takes or wanted - given:
-            raise WiringError(f"step {self.name}: {self.stage.build.__name__} takes {sorted(takes)}, "
-                              f"the chain gives {sorted(given)}")
+        unknown = set(self.renamed) - set(self._parameters())
+        wanted = {name for name, p in self._parameters().items() if p.default is inspect.Parameter.empty}
+        missing = wanted - {*self.inputs, *(["needs"] if self.needs else []), *(["chain"] if self.scores else [])}
+        if unknown or missing:
+            raise WiringError(f"step {self.name}: {self.stage.build.__name__} takes {sorted(self._parameters())}; "
+                              + (f"it renames {sorted(unknown)}" if unknown else f"nothing gives {sorted(missing)}"))
+
+    def _parameters(self) -> dict[str, inspect.Parameter]:
+        """The builder's parameters after ``(config, out)``."""
+        parameters = list(inspect.signature(self.stage.build).parameters.values())[2:]
+        return {p.name: p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        """Each folder argument -> the earlier step whose folder it gets, in the builder's order."""
+        sources = {name: self.renamed.get(name, name) for name in self._parameters() if name not in ("chain", "needs")}
+        return {name: source for name, source in sources.items() if source is not None}
+
+    @property
+    def scores(self) -> bool:
+        """A scoring stage: it gets every earlier step by name (``chain=``)."""
+        return "chain" in self._parameters()
 
     def config_keys(self, cfg: DictConfig) -> tuple[str, ...]:
         """The config keys its stage reads (a baseline's augment stage: those of the method table's entry)."""
@@ -110,24 +124,20 @@ class Step:
 def chain(cfg: DictConfig) -> list[Step]:
     """The steps of ``cfg.method``, in order, as this config runs them."""
     method = registry.get(cfg.method)
-    gold = [Step(layout.DATA, data_stage), Step(layout.S1, s1_stage, (layout.DATA,))]
+    gold = [Step(layout.DATA, data_stage), Step(layout.S1, s1_stage)]
     if method.generation == "none":
-        return wired([*gold, Step(layout.S1_EVAL, s1_eval_stage, scores=True)])
+        return wired([*gold, Step(layout.S1_EVAL, s1_eval_stage)])
     if method.generation == "aclm":
-        own = [Step(layout.S2, keywords_stage, (layout.DATA, layout.S1)),
-               Step(layout.S3, templates_stage, (layout.S2,)),
-               Step(layout.S4, generator_stage, (layout.DATA, layout.S3)),
-               Step(layout.S5, generation_stage, (layout.DATA, layout.S3, layout.S4),
-                    frees="" if cfg.storage.keep_models else layout.S4)]
+        own = [Step(layout.S2, keywords_stage), Step(layout.S3, templates_stage), Step(layout.S4, generator_stage),
+               Step(layout.S5, generation_stage, frees="" if cfg.storage.keep_models else layout.S4)]
     else:
-        own = [Step(layout.AUGMENT, augment_stage, (layout.DATA,), needs=method.needs)]
-    consistency = {layout.S1: layout.S1} if cfg.postprocess.consistency_filter else {}
+        own = [Step(layout.AUGMENT, augment_stage, needs=method.needs)]
+    unfiltered = {} if cfg.postprocess.consistency_filter else {layout.S1: None}
     keep_tagger = cfg.storage.keep_models or cfg.storage.keep_final_tagger
     return wired([*gold, *own,
-                  Step(layout.S6, postprocess_stage, {layout.DATA: layout.DATA, "generations": own[-1].name,
-                                                      **consistency}),
-                  Step(layout.S7, s7_stage, (layout.DATA, layout.S6)),
-                  Step(layout.S7_EVAL, s7_eval_stage, scores=True, frees="" if keep_tagger else layout.S7)])
+                  Step(layout.S6, postprocess_stage, {"generations": own[-1].name, **unfiltered}),
+                  Step(layout.S7, s7_stage),
+                  Step(layout.S7_EVAL, s7_eval_stage, frees="" if keep_tagger else layout.S7)])
 
 
 def wired(steps: list[Step]) -> list[Step]:

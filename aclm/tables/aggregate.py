@@ -14,17 +14,14 @@ seeds of one (row, column):
   ``failed.json``: shown with its error;
 * ``missing`` no value and no failure: ``—``.
 
-A grid with ``average_datasets`` (Tables 10 and 11: "averaged across all 10
-languages") first averages each seed's values over the grid's datasets; a
-seed counts only when every dataset has its value.
+A grid with ``average_datasets`` (Tables 10, 11) first averages each seed's
+values over the grid's datasets; a seed counts only when all have a value.
 
-Every report names the code its runs ran (each result's commit, and the
-digest of its uncommitted changes; the CSV per entry, with the config
-hashes) and the test sets each side scored on: the paper's (the
-grid's ``reference.test_set``) and ours (each dataset's registered test file
-with the sentence count its runs recorded, and for MultiCoNER whether those
-are the data folder's held-out slices or the official test sets, as the runs'
-result.json recorded them: ``scripts/grid.py ... test_set=official``).
+Every report names the code its runs ran (each result's commit and the digest
+of its uncommitted changes; the CSV per entry, with the config hashes) and
+the test sets each side scored on: the paper's (the grid's
+``reference.test_set``) and ours, as the runs' result.json recorded them
+(for MultiCoNER: the data folder's held-out slices or the official test sets).
 
 Significance: in each column and row group (the row keys other than the
 method), the compared method (ACLM) against the baseline with the highest
@@ -32,8 +29,8 @@ mean, by Welch's t-test over seeds (``scipy.stats.ttest_ind(equal_var=False)``);
 "n/a" when either side has fewer than two seeds.
 
 A grid's table is :func:`build_report`; the runs no grid lists (any run
-folders, :mod:`aclm.tables.tabulate`) go through the same :func:`assemble`, with a
-grid made for them and their own way of reading a run's status.
+folders, :mod:`aclm.tables.tabulate_runs`) go through the same :func:`assemble`,
+with a grid made for them.  Both read runs as :class:`aclm.tables.runs.Run`.
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Protocol, Sequence
+from typing import Callable, Optional, Sequence
 
 import pandas as pd
 from scipy import stats
@@ -51,15 +48,13 @@ from scipy import stats
 from aclm.base.datasets import registry
 from aclm.base.io import atomic_write_text, read_json, sha256_path, write_json
 from aclm.base.paths import PROJECT_ROOT
-from aclm.base.registry import METHODS
-from aclm.experiments.grid import OFFICIAL_PREFIX, SLICE_PREFIX, Cell, GoldSize, Grid, failure
+from aclm.experiments.grid import Cell, Grid
 from aclm.stages import outputs
-from aclm.stages.layout import GOLD_ONLY
 from aclm.engine.code import code_digests
-from aclm.engine.identity import STAMP, model_reads
+from aclm.engine.identity import model_reads
 from aclm.tables.perplexity import perplexity
+from aclm.tables.runs import FAILED, MISSING, OK, Run, compared, differing, method_id, of_cell, shown
 
-OK, FAILED, MISSING = "ok", "failed", "missing"
 DASH = "—"
 RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error", "warning", "code",
                "config_hash")
@@ -69,48 +64,10 @@ ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "di
 UNCOMMITTED = "+"
 
 
-class Run(Protocol):
-    """What a table reads of one run: a grid's :class:`~aclm.experiments.grid.Cell`, or a run found on disk."""
-
-    method: str
-    dataset: str
-    gold: GoldSize
-    seed: int
-    sweep: Optional[str]
-    block: int                     # which of the grid's blocks (columns) it fills
-
-    @property
-    def result_path(self) -> Path: ...
-
-    @property
-    def aug_path(self) -> Path: ...
-
-
-PerplexityFn = Callable[[Run, dict], Optional[float]]
-StatusFn = Callable[[Run], tuple[str, Optional[dict], Optional[str]]]
+PerplexityFn = Callable[[Run], Optional[float]]
 
 
 # --- collecting runs -----------------------------------------------------------------------
-
-def run_status(cell: Cell) -> tuple[str, Optional[dict], Optional[str]]:
-    """(status, result, error) of one run, blaming a failed prerequisite when it has none itself.
-
-    A result whose stages are not current for the cell's config (it was made
-    with other settings, or its inputs changed) is missing, not ok; a
-    result.json without a stage stamp (written by hand) is taken as it is.
-    """
-    if cell.result_path.exists():
-        if (cell.result_path.parent / STAMP).exists() and not cell.is_done():
-            return MISSING, None, f"{cell.result_path} is stale: its config or inputs changed; re-run the grid"
-        return OK, outputs.result(cell.result_path.parent), None
-    if cell.failed_path.exists():
-        return FAILED, None, failure(cell.failed_path)
-    for need in cell.prerequisites():
-        if need.failed_path.exists():
-            what = "S1" if need.method == GOLD_ONLY else need.method
-            return FAILED, None, f"{what} failed: {failure(need.failed_path)}"
-    return MISSING, None, None
-
 
 def lookup(result: dict, path: str) -> Optional[float]:
     """The number at a dotted path (``test.multiconer/hi.f1``), or None."""
@@ -120,11 +77,6 @@ def lookup(result: dict, path: str) -> Optional[float]:
             return None
         node = node[part]
     return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
-
-
-def method_id(cell: Run) -> str:
-    """The method, or ``method@label`` for a sweep point (MELM-gold and MELM are ``melm@...``)."""
-    return f"{cell.method}@{cell.sweep}" if cell.sweep else cell.method
 
 
 def warning_of(result: dict) -> Optional[str]:
@@ -150,33 +102,31 @@ def joined(values) -> Optional[str]:
     return ", ".join(found) or None
 
 
-def template_fields(grid: Grid, cell: Run) -> dict:
-    name = grid.method_names.get(method_id(cell), grid.method_names.get(cell.method, cell.method))
-    return {"gold": cell.gold, "method": cell.method, "method_name": name, "profile": getattr(cell, "profile", ""),
-            "dataset": cell.dataset, "lang": cell.dataset.rsplit("/", 1)[-1], "sweep": cell.sweep or ""}
+def template_fields(grid: Grid, run: Run | Cell) -> dict:
+    name = grid.method_names.get(method_id(run), grid.method_names.get(run.method, run.method))
+    return {"gold": run.gold, "method": run.method, "method_name": name, "profile": run.profile,
+            "dataset": run.dataset, "lang": run.dataset.rsplit("/", 1)[-1], "sweep": run.sweep or ""}
 
 
-def collect(grid: Grid, cells: Sequence[Run], perplexity_fn: Optional[PerplexityFn] = None,
-            status_fn: StatusFn = run_status) -> pd.DataFrame:
+def collect(grid: Grid, runs: Sequence[Run], perplexity_fn: Optional[PerplexityFn] = None) -> pd.DataFrame:
     """One row per (run, column): the index columns, then RUN_COLUMNS."""
     clash = set(grid.index) & {*RUN_COLUMNS, *ENTRY_COLUMNS}
     if clash:
         raise ValueError(f"{grid.name}: index columns {sorted(clash)} clash with the report's own columns")
     rows = []
-    for cell in cells:
-        status, result, error = status_fn(cell)
-        fields = template_fields(grid, cell)
+    for run in runs:
+        result, fields = run.result, template_fields(grid, run)
         index = {k: t.format(**fields) for k, t in grid.index.items()}
         made = ({"warning": warning_of(result), "code": code_of(result), "config_hash": result.get("config_hash")}
                 if result is not None else {})
-        for column, path in grid.blocks[cell.block].columns.items():
-            value, row_status, row_error = None, status, error
+        for column, path in grid.blocks[run.block].columns.items():
+            value, row_status, row_error = None, run.status, run.error
             if result is not None:
-                value = perplexity_fn(cell, result) if path == "perplexity" and perplexity_fn else lookup(result, path)
+                value = perplexity_fn(run) if path == "perplexity" and perplexity_fn else lookup(result, path)
                 if value is None:
-                    row_status, row_error = MISSING, f"{cell.result_path} has no {path}"
-            rows.append({**index, "column": column.format(**fields), "method_id": method_id(cell), "seed": cell.seed,
-                         "run_dataset": cell.dataset, "score": value, "status": row_status, "error": row_error,
+                    row_status, row_error = MISSING, f"{run.result_path} has no {path}"
+            rows.append({**index, "column": column.format(**fields), "method_id": method_id(run), "seed": run.seed,
+                         "run_dataset": run.dataset, "score": value, "status": row_status, "error": row_error,
                          **made})
     long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
     if grid.average_datasets:
@@ -268,11 +218,6 @@ def summarize(long: pd.DataFrame, grid: Grid, reference: Optional[pd.DataFrame] 
     return summary
 
 
-def has_paper(grid: Grid) -> bool:
-    """Whether the paper's numbers stand beside ours (a grid of any runs may have none)."""
-    return bool(grid.reference.get("file"))
-
-
 def method_key(grid: Grid) -> Optional[str]:
     return next((k for k, t in grid.index.items() if "{method" in t), None)
 
@@ -341,7 +286,7 @@ def wide_table(summary: pd.DataFrame, sig: pd.DataFrame, grid: Grid, reference_c
     """The paper's layout: a row per index, a column per reference column, p-value rows per group."""
     keys = list(grid.index)
     columns = column_order(summary, reference_columns)
-    texts = summary.assign(text=summary.apply(entry_text, axis=1, with_paper=has_paper(grid)))
+    texts = summary.assign(text=summary.apply(entry_text, axis=1, with_paper=bool(grid.reference.get("file"))))
     table = texts.pivot_table(index=keys, columns="column", values="text", aggfunc="first", sort=False)
     table = table.reindex(columns=columns).fillna("").reset_index()
     mkey, keys = method_key(grid), group_keys(grid)
@@ -425,91 +370,68 @@ def plot(summary: pd.DataFrame, grid: Grid, path: Path) -> Optional[Path]:
     return path
 
 
-CONSTRAINED_MEANINGS = {
-    "off": "unconstrained, as the paper",
-    "labels": "no generation can break the label-token grammar (an extension, not in the paper)",
-    "entities": "as labels, and each template's entities are written exactly and in order (an extension, not in "
-                "the paper; DAGA and MulDA have no template: labels)",
-}
+#: config keys that place a run in the table (its row and column), not settings of the method
+PLACE = ("dataset", "language", "gold", "method", "profile", "test_datasets")
+#: keys every table states for the methods that have them, equal across runs or not: values the paper does not
+#: give (mixner's sigma), and what decides how a number reads (the generator's weights, the decoding constraint)
+STATED = ("generation.mixner.mode", "generation.mixner.gamma_sigma", "generator.model", "mulda.model",
+          "generation.constrained", "daga.constrained", "mulda.constrained")
 
 
-def settings_notes(cells: Sequence[Run]) -> list[str]:
-    """What every table must say beside it: mixner's gate (its sigma is not in the paper) and the generator."""
-    mixner, generators = set(), set()
-    for cell in cells:
-        method = METHODS.get(cell.method)
-        if method and method.generator and cell.result_path.exists():
-            config = outputs.result(cell.result_path.parent).get("config", {})
-            m = config.get("generation", {}).get("mixner", {})
-            if method.generation == "aclm" and m:
-                mixner.add((m.get("mode"), m.get("beta"), m.get("gamma_sigma"), m.get("code_mixed_rounds")))
-            generators.add(config.get(method.generator, {}).get("model"))
+def settings_notes(runs: Sequence[Run]) -> list[str]:
+    """Per method, the :data:`STATED` keys and the config keys whose values differ between its runs in the
+    table (``key=a | b``), as the tables of any runs label their rows: a table never mixes settings silently
+    (configs not recorded: unset).  A generator from models/tiny is marked as random weights."""
+    configs: dict[str, list[dict[str, str]]] = {}
+    for run in runs:
+        if run.result is not None:
+            configs.setdefault(run.method, []).append({k: v for k, v in compared(run.config)
+                                                       if k.split(".")[0] not in PLACE})
     notes = []
-    for mode, beta, sigma, mixed in sorted(mixner, key=str):
-        if mode == "paper":
-            notes.append(f"mixner: mixes a round when gamma ~ N(0.5, sigma = {sigma}) exceeds beta = {beta}; "
-                         f"sigma is not given in the paper (generation.mixner.gamma_sigma).")
-        elif mode == "code":
-            notes.append(f"mixner: the released code's schedule, the last {mixed} rounds mixed (no gamma).")
-        else:
-            notes.append(f"mixner: {mode}.")
-    notes += [f"generator: {g}" + (" (random weights: generated text means nothing)" if "tiny" in str(g) else "")
-              for g in sorted(generators, key=str)]
-    return notes + constrained_notes(cells)
-
-
-def constrained_notes(cells: Sequence[Run]) -> list[str]:
-    """Which decoding constraint (``generation.constrained``; docs/constrained-decoding.md) the runs used, by
-    method; results from before the key existed decoded unconstrained."""
-    methods: dict[str, set[str]] = {}
-    for cell in cells:
-        method = METHODS.get(cell.method)
-        if method and method.decoding and cell.result_path.exists():
-            config = outputs.result(cell.result_path.parent).get("config", {})
-            mode = config.get(method.decoding, {}).get("constrained", "off")
-            methods.setdefault(str(mode), set()).add(cell.method)
-    return [f"decoding: constrained = {mode} ({', '.join(sorted(names))}): "
-            f"{CONSTRAINED_MEANINGS.get(mode, mode)}." for mode, names in sorted(methods.items())]
+    for method, found in configs.items():
+        stated = [k for k in STATED if any(k in c for c in found)]
+        keys = stated + [k for k in differing(found) if k not in stated]
+        values = {k: " | ".join(sorted({shown(c.get(k)) for c in found})) for k in keys}
+        if keys:
+            notes.append(f"Settings of {method}: " + ", ".join(
+                f"{k}={v}" + (" (random weights: generated text means nothing)" if "models/tiny/" in v else "")
+                for k, v in values.items()) + ".")
+    return notes
 
 
 #: What a family of MultiCoNER test sets is, said beside the paper's test sets: the slice's test.conll and the
-#: official release are both registered as ``<family>/<lang>``, and only the names tell them apart.
+#: official release (configs/datasets.yaml) differ only by name.
 TEST_SET_KINDS = {
-    SLICE_PREFIX: f"the held-out 2,000-sentence slices of the MultiCoNER v1 train sets ({SLICE_PREFIX}<lang>), "
-                  f"not the official test sets",
-    OFFICIAL_PREFIX: f"the official MultiCoNER v1 test sets ({OFFICIAL_PREFIX}<lang>)",
+    "multiconer/": "the held-out 2,000-sentence slices of the MultiCoNER v1 train sets (multiconer/<lang>), "
+                   "not the official test sets",
+    "multiconer_official/": "the official MultiCoNER v1 test sets (multiconer_official/<lang>)",
 }
 
 
-def test_set_kind(name: str) -> Optional[str]:
-    """What the test set of dataset ``name`` is (:data:`TEST_SET_KINDS`), or None for a dataset not in it."""
-    return next((kind for prefix, kind in TEST_SET_KINDS.items() if name.startswith(prefix)), None)
-
-
-def test_sets(paper: Optional[str], cells: Sequence[Run]) -> str:
+def test_sets(paper: Optional[str], runs: Sequence[Run]) -> str:
     """Which test sets the paper's numbers (``paper``, a grid's ``reference.test_set``; None: no paper) and ours
     come from.
 
     Ours are the runs' datasets and every test set they scored on, each with
     its registered test file (a dataset folder has none registered) and the
     sentence counts the runs recorded (``sizes`` in result.json), then what
-    those are (:data:`TEST_SET_KINDS`): read from what a run recorded, not
-    from how the grid was asked for, so a table on the held-out slice never
-    passes for one on the official test sets.
+    those are (:data:`TEST_SET_KINDS`): read from what a run recorded, so a
+    table on the held-out slice never passes for one on the official test sets.
     """
     specs = registry()
     counts: dict[str, set[int]] = {}
     kinds: dict[str, None] = {}
-    for cell in cells:
-        spec = specs.get(cell.dataset)
-        planned = (spec.union if spec else None) or [cell.dataset]
+    for run in runs:
+        spec = specs.get(run.dataset)
+        planned = (spec.union if spec else None) or [run.dataset]
         for name in planned:
             counts.setdefault(name, set())
-        sizes = outputs.result(cell.result_path.parent).get("sizes", {}) if cell.result_path.exists() else {}
+        sizes = (run.result or {}).get("sizes", {})
         recorded = {key[len("test:"):]: n for key, n in sizes.items() if key.startswith("test:")}
         for name, n in recorded.items():
             counts.setdefault(name, set()).add(n)
-        kinds.update(dict.fromkeys(k for k in map(test_set_kind, recorded or planned) if k))
+        kinds.update(dict.fromkeys(kind for name in recorded or planned
+                                   for prefix, kind in TEST_SET_KINDS.items() if name.startswith(prefix)))
     files = {name: (specs[name].test or "no test file") if name in specs else "a dataset folder" for name in counts}
     ours = [f"{name} ({files[name]}, "
             + (f"{' or '.join(map(str, sorted(ns)))} sentences)" if ns else "no run scored yet)")
@@ -518,11 +440,11 @@ def test_sets(paper: Optional[str], cells: Sequence[Run]) -> str:
     return "Test sets. " + (f"Paper: {paper}. " if paper else "") + f"Ours: {'; '.join(ours)}." + what
 
 
-def averaging_note(grid: Grid, cells: Sequence[Run]) -> list[str]:
+def averaging_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
     """The datasets an averaged grid's entries cover, so a sliced run never passes for the full average."""
-    if not grid.average_datasets or not cells:
+    if not grid.average_datasets or not runs:
         return []
-    covered = sorted({cell.dataset for cell in cells})
+    covered = sorted({run.dataset for run in runs})
     return [f"Entries: per seed, the mean over {len(covered)} datasets ({', '.join(covered)}); "
             f"a seed counts only when all of them have a value."]
 
@@ -553,7 +475,7 @@ def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.D
     counts = summary.groupby("status").size().to_dict()
     long = long[~long["column"].isin(grid.derived)]        # a derived column repeats its parts' runs
     runs = long.drop_duplicates([*grid.index, "method_id", "seed", "run_dataset"]).groupby("status").size().to_dict()
-    entry = "ours mean ± std over seeds (paper; ours − paper)" if has_paper(grid) else "mean ± std over seeds"
+    entry = "mean ± std over seeds" + (" (paper; ours − paper)" if grid.reference.get("file") else "")
     lines = [f"## {grid.title}", "",
              f"Profile `{profile}`; entries ok {counts.get(OK, 0)}, failed {counts.get(FAILED, 0)}, "
              f"missing {counts.get(MISSING, 0)}; runs failed {runs.get(FAILED, 0)}, missing {runs.get(MISSING, 0)}. "
@@ -588,19 +510,20 @@ class Report:
 def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Optional[PerplexityFn] = None,
                  root: Path = PROJECT_ROOT) -> Report:
     """A paper table: the grid's cells beside its reference CSV (a grid naming no test set, Table 3, says none)."""
+    runs = [of_cell(cell) for cell in cells]
     reference, reference_columns = read_reference(grid, root)
     paper = grid.reference.get("test_set")
-    tested = test_sets(paper, cells) if paper else None
-    return assemble(grid, cells, profile, reference, reference_columns, tested, run_status, perplexity_fn)
+    tested = test_sets(paper, runs) if paper else None
+    return assemble(grid, runs, profile, reference, reference_columns, tested, perplexity_fn)
 
 
 def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[pd.DataFrame],
-             reference_columns: list[str], tested: Optional[str], status_fn: StatusFn = run_status,
-             perplexity_fn: Optional[PerplexityFn] = None, notes: Sequence[str] = ()) -> Report:
+             reference_columns: list[str], tested: Optional[str], perplexity_fn: Optional[PerplexityFn] = None,
+             notes: Sequence[str] = ()) -> Report:
     """The report of ``runs`` laid out by ``grid``: ``reference`` holds the paper's numbers in long form
-    (index columns, column, paper; None: none), ``tested`` the test-set line, ``status_fn`` reads a run,
-    ``notes`` further lines beside the table."""
-    long = collect(grid, runs, perplexity_fn, status_fn)
+    (index columns, column, paper; None: none), ``tested`` the test-set line, ``notes`` further lines beside the
+    table."""
+    long = collect(grid, runs, perplexity_fn)
     summary = summarize(long, grid, reference)
     sig = significance(summary, grid)
     table = wide_table(summary, sig, grid, reference_columns)
@@ -638,17 +561,17 @@ class PerplexityCache:
         self.values: dict = read_json(self.path) if self.path.exists() else {}
         self.code = code_digests([perplexity.__module__])
 
-    def __call__(self, cell: Run, result: dict) -> Optional[float]:
-        if not cell.aug_path.exists():
+    def __call__(self, run: Run) -> Optional[float]:
+        if not run.aug_path.exists():
             return None
-        analysis = result["config"]["analysis"]
+        analysis = run.config["analysis"]
         model = analysis["perplexity_model"]
-        identity = {"augmentations": sha256_path(cell.aug_path), "model": model, "mode": self.mode,
+        identity = {"augmentations": sha256_path(run.aug_path), "model": model, "mode": self.mode,
                     "weights": model_reads({"perplexity_model": model}), "code": self.code}
         key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
         if key not in self.values:
             # a method that kept no augmentation writes an empty aug.conll (perplexity None)
-            texts = [" ".join(s.tokens) for s in outputs.augmentations(cell.aug_path.parent)]
+            texts = [" ".join(s.tokens) for s in outputs.augmentations(run.aug_path.parent)]
             self.values[key] = perplexity(texts, analysis["perplexity_model"], analysis["batch_size"],
                                           self.device, self.mode)
             write_json(self.path, self.values)

@@ -23,7 +23,8 @@ from typing import Optional, Sequence
 from aclm.base.io import atomic_write_text
 from aclm.experiments.grid import Cell, Grid
 from aclm.stages import layout
-from aclm.tables.report import OK, method_id, run_status, test_sets
+from aclm.tables.aggregate import test_sets
+from aclm.tables.runs import OK, Run, method_id, of_cell
 
 #: The same fields on every index line, so that a datasets.Dataset gets one schema.
 FIELDS = ("table", "profile", "dataset", "gold", "seed", "method", "variant", "status", "error", "f1",
@@ -36,40 +37,40 @@ def export_table(grid: Grid, cells: Sequence[Cell], profile: str, out: Path, tar
     (or, with ``tar``, its ``.tar.gz``)."""
     root = Path(out) / profile / grid.name
     shutil.rmtree(root, ignore_errors=True)
-    lines = [export_cell(grid, cell, profile, root) for cell in cells]
+    runs = [of_cell(cell) for cell in cells]      # as the table reads them: a stale result is missing
+    lines = [export_cell(grid, cell, run, profile, root) for cell, run in zip(cells, runs)]
     atomic_write_text(root / "index.jsonl", "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
-    atomic_write_text(root / "README.md", card(grid, cells, profile, lines))
+    atomic_write_text(root / "README.md", card(grid, cells, runs, profile, lines))
     if tar:
         return Path(shutil.make_archive(str(root), "gztar", root_dir=root.parent, base_dir=root.name))
     return root
 
 
-def export_cell(grid: Grid, cell: Cell, profile: str, root: Path) -> dict:
+def export_cell(grid: Grid, cell: Cell, run: Run, profile: str, root: Path) -> dict:
     """Copy one cell's files; its index line."""
     here = cell.layout
     folder = Path("cells") / cell.dataset / f"gold{cell.gold}" / f"seed{cell.seed}" / method_id(cell)
     line: dict = dict.fromkeys(FIELDS)
     line.update(table=grid.name, profile=profile, dataset=cell.dataset, gold=str(cell.gold), seed=cell.seed,
                 method=cell.method, variant=cell.variant, predictions=[])
-    status, result, error = run_status(cell)      # as the cell's table reads it: a stale result is missing
-    if status != OK:
-        line.update(status=status, error=error)
+    if run.status != OK:
+        line.update(status=run.status, error=run.error)
         return line
     target = root / folder
     copies = {"gold_train": (here.stage(layout.DATA) / layout.gold_file("train"), "gold/train.conll"),
               "gold_dev": (here.stage(layout.DATA) / layout.gold_file("dev"), "gold/dev.conll"),
-              "result": (cell.result_path, layout.RESULT)}
+              "result": (cell.layout.result_path, layout.RESULT)}
     if cell.method != layout.GOLD_ONLY:
         s6 = here.stage(layout.S6)
         copies.update(train=(s6 / layout.GOLD_AUG, layout.GOLD_AUG), augmentations=(s6 / layout.AUG, layout.AUG),
                       s6_report=(s6 / layout.REPORT, layout.REPORT))
     for field, (source, name) in copies.items():
         line[field] = _copy(source, target / name, folder / name)
-    for predictions in sorted((cell.result_path.parent / layout.PREDICTIONS).glob("*.conll")):
+    for predictions in sorted((cell.layout.result_path.parent / layout.PREDICTIONS).glob("*.conll")):
         line["predictions"].append(_copy(predictions, target / layout.PREDICTIONS / predictions.name,
                                          folder / layout.PREDICTIONS / predictions.name))
-    checkout = result.get("checkout") or {}
-    line.update(status="ok", f1=result["f1"], folder=str(folder), commit=checkout.get("commit"),
+    checkout = run.result.get("checkout") or {}
+    line.update(status="ok", f1=run.result["f1"], folder=str(folder), commit=checkout.get("commit"),
                 dirty=checkout.get("dirty"))
     line["train"] = line["train"] or line["gold_train"]             # Gold-only trains on the gold sample
     return line
@@ -83,7 +84,7 @@ def _copy(source: Path, target: Path, name: Path) -> Optional[str]:
     return str(name)
 
 
-def card(grid: Grid, cells: Sequence[Cell], profile: str, lines: Sequence[dict]) -> str:
+def card(grid: Grid, cells: Sequence[Cell], runs: Sequence[Run], profile: str, lines: Sequence[dict]) -> str:
     """The folder's README: what it holds, where it comes from, and what is not in it."""
     done = [line for line in lines if line["status"] == "ok"]
     commits = sorted({f"{line['commit'] or 'not recorded'}{' (uncommitted changes)' if line['dirty'] else ''}"
@@ -91,7 +92,7 @@ def card(grid: Grid, cells: Sequence[Cell], profile: str, lines: Sequence[dict])
     not_done = [f"- {line['method']}{'@' + line['variant'] if line['variant'] else ''} on {line['dataset']}, gold "
                 f"{line['gold']}, seed {line['seed']}: {line['status']}{': ' + line['error'] if line['error'] else ''}"
                 for line in lines if line["status"] != "ok"]
-    ran = [cell for cell, line in zip(cells, lines) if line["status"] == "ok"]
+    ran = [run for run in runs if run.status == OK]
     return "\n".join([
         f"# {grid.title}: the runs' artifacts", "",
         f"Profile `{profile}`; {len(done)} of {len(lines)} cells ran. Made by `scripts/export_table.py "

@@ -1,31 +1,19 @@
-"""Tables of any finished runs, laid out and computed as the paper grids' tables are (:mod:`aclm.tables.report`).
+"""Tables of any finished runs, laid out and computed as the paper grids' tables are (:mod:`aclm.tables.aggregate`).
 
 A grid's table holds the runs its YAML asks for; these tables hold the runs
-found under the folders, files or globs given (``scripts/tabulate.py``,
-``make table``): German at 300 gold, a dataset folder's runs under
-``runs/<profile>/local/...``, a slice of a grid.  A run is a ``result.json``
-in an ``s1_eval`` or ``s7_eval`` folder, or the ``failed.json`` left beside a
-missing one (FAILED, with its error).  What a run is (profile, dataset, gold
-size, method, seed) is read from that file (a failed run's from the command
-it recorded), its variant from result.json's ``variant`` or else its method
-folder (``<method>@<variant>``), and a setting variant (``seed1@<name>``) likewise.
-A result is taken as it is: unlike a grid's cell, a run found on disk has no
-config to hold it to.  Its code is checked all the same: a run whose stamps
-recorded code that differs from this checkout's (an edit or a pull since it
-ran) counts, marked ``[warned]``, its warning naming the changed modules.
+found under the folders, files or globs given (``scripts/tabulate_runs.py``,
+``make table``): a run is a ``result.json`` in an ``s1_eval`` or ``s7_eval``
+folder, or the ``failed.json`` left beside a missing one, read as a
+:class:`aclm.tables.runs.Run` (:func:`aclm.tables.runs.of_file`).
 
 Runs are seeds of one entry only when everything else is equal: the profile,
-the method and variant, the setting, the config result.json recorded
-(``config``: every stage's keys) less ``seed`` and the keys that say where
-files live or what ran them (``data_dir``, ``run_dir``, ``device``,
-``storage.*``), and what the run was scored on and cut from (each test set's
-size and content, the gold data's content: ``test set multiconer/en=2000
-sentences, 1a2b3c4d`` labels two entries scored on different test sets).  Several profiles in one table each get their own columns
-(F1) or rows (per type), named by the profile; runs of one method and setting
-whose configs differ are rows of their own, each labelled with the keys that
-differ (``ACLM [generator.epochs=10]``).  A failed run (no config recorded)
-joins the one config its command's ``key=value`` words agree with, else stands
-alone; a result.json without ``config`` (older files) is compared as such.
+the method and variant, the setting, the recorded config less ``seed`` and
+where files live (:func:`aclm.tables.runs.compared`), and what the run was
+scored on and cut from.  Several profiles each get their own columns (F1) or
+rows (per type); runs of one method and setting whose configs differ are rows
+of their own, labelled with the keys that differ (``ACLM [generator.epochs=10]``).
+A failed run (no config recorded) joins the one config its command's
+``key=value`` words agree with, else stands alone.
 
 Two tables, with the grids' statistics (mean ± std over seeds, ``[n=k]`` when
 only k of an entry's runs have a value, FAILED, Welch's t-test of ACLM
@@ -51,82 +39,29 @@ import hashlib
 import json
 import math
 import re
-import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-
-from aclm.base.dicts import flatten
-from aclm.base.io import read_json
 from aclm.base.registry import METHODS
 from aclm.base.paths import PROJECT_ROOT
-from aclm.experiments.grid import Block, GoldSize, Grid, expand, failure, load_grid, with_test_set
-from aclm.stages import outputs
-from aclm.stages.layout import AUG, FAILED, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
-from aclm.engine import STAMP, stamp
-from aclm.engine.code import changed_code
-from aclm.tables.report import FAILED as FAILED_STATUS
-from aclm.tables.report import OK, Report, assemble, method_id, read_reference, template_fields, test_sets
+from aclm.experiments.grid import Block, GoldSize, Grid, expand, load_grid, with_test_set
+from aclm.stages.layout import FAILED, RESULT, S1_EVAL, S7_EVAL
+from aclm.tables.aggregate import Report, assemble, read_reference, template_fields, test_sets
+from aclm.tables.runs import Run, RunError, Settings, differing, method_id, of_file, shown
 
 #: Welch's t-test: ACLM against the best baseline, as in the paper's tables (variants of a baseline count):
 #: every method of the method table that is not ACLM's own.
 COMPARED = "aclm"
 BASELINES = tuple(m.name for m in METHODS.values() if m.generation != "aclm")
-IDENTITY = ("profile", "dataset", "gold", "method", "seed")
-#: config keys that say where files live or what ran a run, not what it computed: never part of a comparison
-WHERE = ("data_dir", "run_dir", "device")
-WHERE_SECTIONS = ("storage",)
-#: the config keys two runs may differ in and still be seeds of one entry (a variant's or setting variant's name
-#: is compared as the run's identity, whether or not its config recorded it)
-NOT_COMPARED = ("seed", *WHERE, "variant", "setting_variant")
 #: a label longer than this names its first keys and a hash of the config
 LABEL_WIDTH = 80
-UNSET = "(unset)"
-
-Settings = tuple[tuple[str, str], ...]      # (dotted key, JSON value), sorted
 
 
-class TabulateError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class FoundRun:
-    """One run found on disk: what :mod:`aclm.tables.report` reads of a run (:class:`aclm.tables.report.Run`)."""
-
-    profile: str
-    dataset: str
-    gold: GoldSize
-    method: str
-    seed: int
-    variant: str
-    result_path: Path
-    block: int = 0
-    setting_variant: str = ""
-    settings: Optional[Settings] = None      # the config compared (:func:`compared`); None: none recorded
-    overrides: Settings = ()                 # a failed run's command key=value words beyond its identity
-    label: str = ""                          # what sets its entry apart from others of its method and setting
-
-    @property
-    def sweep(self) -> Optional[str]:
-        """The variant and the label, as the row's id (:func:`aclm.tables.report.method_id`) takes them."""
-        return (self.variant + (f"[{self.label}]" if self.label else "")) or None
-
-    @property
-    def bucket(self) -> tuple:
-        """The runs that would have been one entry before configs were compared: one method and setting."""
-        return self.profile, self.method, self.variant, self.setting_variant, self.dataset, str(self.gold)
-
-    @property
-    def failed_path(self) -> Path:
-        return self.result_path.parent / FAILED
-
-    @property
-    def aug_path(self) -> Path:
-        return self.result_path.parent.parent / S6 / AUG
+class TabulateError(RunError):
+    """Runs that make no table: none found, or two copies of one seed."""
 
 
 # --- finding runs --------------------------------------------------------------------------
@@ -147,7 +82,7 @@ def matching_files(pattern: str) -> list[Path]:
     return files
 
 
-def find_runs(patterns: Sequence[str]) -> list[FoundRun]:
+def find_runs(patterns: Sequence[str]) -> list[Run]:
     """The runs under ``patterns``, once each, in table order; a failed.json beside a result is stale and left out."""
     files: dict[Path, Path] = {}
     for pattern in patterns:
@@ -158,54 +93,10 @@ def find_runs(patterns: Sequence[str]) -> list[FoundRun]:
                 files.setdefault(path.parent.resolve(), path)
     if not files:
         raise TabulateError(f"no result.json or failed.json of a run under {' '.join(patterns)}")
-    return sorted(labelled([identify(path) for path in files.values()]), key=run_order)
-
-
-def identify(path: Path) -> FoundRun:
-    """A run's identity from its result.json, or from the command its failed.json recorded."""
-    ok = path.name == RESULT
-    record = outputs.result(path.parent) if ok else read_json(path)
-    fields = record if ok else command_fields(record.get("command", ""))
-    missing = [key for key in IDENTITY if key not in fields]
-    if missing:
-        raise TabulateError(f"{path}: no {', '.join(missing)} recorded; cannot place the run in a table")
-    method_dir = path.parent.parent.name if path.parent.name == S7_EVAL else GOLD_ONLY
-    setting_dir = (path.parent.parent.parent if path.parent.name == S7_EVAL else path.parent.parent).name
-    config = record.get("config") if ok else None
-    overrides = () if ok else tuple(sorted((k, v) for k, v in fields.items() if k not in IDENTITY and is_compared(k)))
-    return FoundRun(str(fields["profile"]), str(fields["dataset"]), as_gold(fields["gold"]), str(fields["method"]),
-                    int(fields["seed"]), str(record.get("variant") or method_dir.partition("@")[2]),
-                    path.parent / RESULT, setting_variant=str(record.get("setting_variant")
-                                                              or setting_dir.partition("@")[2]),
-                    settings=compared(config) + scored_on(record) if isinstance(config, dict) else None,
-                    overrides=overrides)
+    return sorted(labelled([of_file(path) for path in files.values()]), key=run_order)
 
 
 # --- which runs are seeds of one entry -----------------------------------------------------
-
-def is_compared(key: str) -> bool:
-    return key not in NOT_COMPARED and key.split(".")[0] not in WHERE_SECTIONS
-
-
-def compared(config: dict) -> Settings:
-    """What of a run's recorded config must be equal for two runs to be seeds of one entry: all of it but
-    ``seed`` and where files live (``data_dir``, ``run_dir``, ``device``, ``storage.*``)."""
-    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in flatten(config).items() if is_compared(k)))
-
-
-def scored_on(result: dict) -> Settings:
-    """What a run was scored on and cut from, as its result.json recorded it: each test set's size and content,
-    and the gold data's content.  Runs that differ in them are never seeds of one entry."""
-    data = result.get("data") or {}
-    tests = {key.partition(":")[2]: size for key, size in (result.get("sizes") or {}).items() if key.startswith("test:")}
-    found = [(f"test set {name}", json.dumps(f"{size} sentences" + (f", {data['test'][name][:8]}"
-                                                                    if name in data.get("test", {}) else "")))
-             for name, size in tests.items()]
-    if data.get("gold"):
-        found.append(("gold data", json.dumps(hashlib.sha256(repr(sorted(data["gold"].items())).encode())
-                                               .hexdigest()[:8])))
-    return tuple(sorted(found))
-
 
 def agrees(value: str, given: str) -> bool:
     """Whether a command line's ``given`` text names the config's JSON ``value``."""
@@ -219,25 +110,18 @@ def agrees(value: str, given: str) -> bool:
     return ours == theirs or str(ours) == given or value == given
 
 
-def entry_of(run: FoundRun, configs: dict[Settings, dict[str, str]]) -> tuple:
+def entry_of(run: Run, configs: dict[Settings, dict[str, str]]) -> tuple:
     """Which entry of its method and setting a run is a seed of: its config's, or a failed run's the one
     config its command agrees with (keys no run of its method and setting recorded are beside the point)."""
     if run.settings is not None:
         return ("config", run.settings)
-    if run.result_path.exists():
+    if run.result is not None:
         return ("unrecorded",)
     relevant = {k: v for k, v in run.overrides if not configs or any(k in c for c in configs.values())}
     if not configs and not relevant:     # nothing recorded to hold it to (older files): with those runs
         return ("unrecorded",)
     matches = [s for s, c in configs.items() if all(k in c and agrees(c[k], v) for k, v in relevant.items())]
     return ("config", matches[0]) if len(matches) == 1 else ("command", tuple(sorted(relevant.items())))
-
-
-def shown(value: Optional[str]) -> str:
-    if value is None:
-        return UNSET
-    plain = json.loads(value)
-    return plain if isinstance(plain, str) else json.dumps(plain)
 
 
 def short_hash(entry: tuple) -> str:
@@ -249,13 +133,11 @@ def entry_labels(entries: list[tuple]) -> dict[tuple, str]:
     (``generator.epochs=10``); none when there is one entry.  Labels are unique."""
     if len(entries) < 2:
         return {entry: "" for entry in entries}
-    configs = [dict(e[1]) for e in entries if e[0] == "config"]
-    keys = sorted({k for c in configs for k in c})
-    differing = [k for k in keys if len({c.get(k) for c in configs}) > 1]
+    keys = differing([dict(e[1]) for e in entries if e[0] == "config"])
     labels = {}
     for entry in entries:
         if entry[0] == "config":
-            parts = [f"{k}={shown(dict(entry[1]).get(k))}" for k in differing]
+            parts = [f"{k}={shown(dict(entry[1]).get(k))}" for k in keys]
         elif entry[0] == "command":
             parts = [f"{k}={v}" for k, v in entry[1]] or ["config not recorded"]
         else:
@@ -271,12 +153,13 @@ def entry_labels(entries: list[tuple]) -> dict[tuple, str]:
             for entry, text in labels.items()}
 
 
-def labelled(runs: list[FoundRun]) -> list[FoundRun]:
+def labelled(runs: list[Run]) -> list[Run]:
     """The runs, each labelled with what sets its entry apart from the other entries of its method and setting
     (and with its setting variant, when it has one); runs of one entry share a label."""
-    buckets: dict[tuple, list[FoundRun]] = {}
-    for run in runs:
-        buckets.setdefault(run.bucket, []).append(run)
+    buckets: dict[tuple, list[Run]] = {}
+    for run in runs:    # the runs that would be one entry were configs not compared: one method and setting
+        key = run.profile, run.method, run.variant, run.setting_variant, run.dataset, str(run.gold)
+        buckets.setdefault(key, []).append(run)
     out = []
     for members in buckets.values():
         configs = {run.settings: dict(run.settings) for run in members if run.settings is not None}
@@ -290,10 +173,10 @@ def labelled(runs: list[FoundRun]) -> list[FoundRun]:
     return out
 
 
-def check_one_run_per_seed(runs: Sequence[FoundRun], entries: Sequence[tuple]) -> None:
+def check_one_run_per_seed(runs: Sequence[Run], entries: Sequence[tuple]) -> None:
     """A seed counts once in an entry's mean: two runs of one entry and seed (copies of a run under two run
     folders, say) are an error that names both, not two seeds."""
-    seen: dict[tuple, FoundRun] = {}
+    seen: dict[tuple, Run] = {}
     for run, entry in zip(runs, entries):
         first = seen.setdefault((entry, run.seed), run)
         if first is not run:
@@ -309,63 +192,15 @@ def natural(value: Any) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", repr(value)))
 
 
-def command_fields(command: str) -> dict:
-    """The ``key=value`` arguments of a recorded command line."""
-    return dict(word.split("=", 1) for word in shlex.split(command) if "=" in word and not word.startswith("-"))
-
-
-def as_gold(value) -> GoldSize:
-    """A gold size as the run tree spells it: a number, or a word such as ``full``."""
-    return int(value) if str(value).isdigit() else str(value)
-
-
 def gold_order(gold: GoldSize) -> tuple:
     return (0, gold, "") if isinstance(gold, int) else (1, 0, gold)
 
 
-def run_order(run: FoundRun) -> tuple:
+def run_order(run: Run) -> tuple:
     """Methods in the method table's order (others after), then variant, label, profile, dataset, gold size
     (growing) and seed."""
     rank = list(METHODS).index(run.method) if run.method in METHODS else len(METHODS)
     return rank, run.method, run.variant, natural(run.label), run.profile, run.dataset, gold_order(run.gold), run.seed
-
-
-def found_status(run: FoundRun) -> tuple[str, Optional[dict], Optional[str]]:
-    """(status, result, error): a run found has its result, or else its failed.json; a result made by code that
-    has changed since carries a warning naming it."""
-    if not run.result_path.exists():
-        return FAILED_STATUS, None, failure(run.failed_path)
-    result = outputs.result(run.result_path.parent)
-    changed = changed_since(run.result_path.parent)
-    if changed:
-        named = ", ".join(changed[:SHOWN_CHANGES]) + (f" and {len(changed) - SHOWN_CHANGES} more"
-                                                      if len(changed) > SHOWN_CHANGES else "")
-        result = {**result, "warnings": [*(result.get("warnings") or []),
-                                         f"made by code that has changed since it ran: {named}"]}
-    return OK, result, None
-
-
-#: how many changed modules a warning names
-SHOWN_CHANGES = 4
-
-
-def chain_code(scores: Path) -> dict[str, dict[str, str]]:
-    """The code digests each stage of a scoring stage's chain recorded (its own stamp and its inputs'), by stage
-    folder: what made the result, to hold against the code now."""
-    own = stamp(scores)
-    root = scores.parent if scores.name == S1_EVAL else scores.parent.parent    # the setting's folder
-    inputs = [root / name for name in own["identity"]["inputs"]]
-    return {str(scores): own["identity"].get("code", {}),
-            **{str(folder): stamp(folder)["identity"].get("code", {}) for folder in inputs
-               if (folder / STAMP).is_file()}}
-
-
-def changed_since(scores: Path) -> list[str]:
-    """The code of a finished run's chain (as its stamps recorded it) that differs now; none is known for a
-    result.json without a stamp (written by hand)."""
-    if not (scores / STAMP).is_file():
-        return []
-    return sorted({key for code in chain_code(scores).values() for key in changed_code(code)})
 
 
 # --- the tables' grids ---------------------------------------------------------------------
@@ -396,7 +231,7 @@ TABLES = {
 }
 
 
-def method_names(runs: Sequence[FoundRun], paper: Optional[Grid]) -> dict[str, str]:
+def method_names(runs: Sequence[Run], paper: Optional[Grid]) -> dict[str, str]:
     """A row name for every method, variant and label present: the paper grid's name for a method, else ours."""
     names = {**{m.name: m.title for m in METHODS.values()},
              **({k: v for k, v in paper.method_names.items() if "@" not in k} if paper else {})}
@@ -408,7 +243,7 @@ def method_names(runs: Sequence[FoundRun], paper: Optional[Grid]) -> dict[str, s
     return out
 
 
-def comparison(runs: Sequence[FoundRun]) -> dict:
+def comparison(runs: Sequence[Run]) -> dict:
     """ACLM (its unlabelled row) against the baselines present (their variants and labelled rows too); nothing
     to compare without it."""
     if not any(method_id(run) == COMPARED for run in runs):
@@ -417,7 +252,7 @@ def comparison(runs: Sequence[FoundRun]) -> dict:
     return {"method": COMPARED, "baselines": list(ids)}
 
 
-def table_grid(name: str, runs: Sequence[FoundRun], paper: Optional[Grid]) -> tuple[Grid, list[FoundRun], list[str]]:
+def table_grid(name: str, runs: Sequence[Run], paper: Optional[Grid]) -> tuple[Grid, list[Run], list[str]]:
     """The grid of one table over ``runs`` (a block per profile, dataset and gold size), the runs placed in
     their blocks, and the columns in order.  Several profiles: each names its columns (F1) or rows (per type)."""
     title, index, columns_of = TABLES[name]
@@ -428,7 +263,7 @@ def table_grid(name: str, runs: Sequence[FoundRun], paper: Optional[Grid]) -> tu
     blocks, placed, order = [], [], []
     for i, (profile, dataset, gold) in enumerate(settings):
         mine = [replace(r, block=i) for r in runs if (r.profile, r.dataset, r.gold) == (profile, dataset, gold)]
-        results = [outputs.result(r.result_path.parent) for r in mine if r.result_path.exists()]
+        results = [r.result for r in mine if r.result is not None]
         columns = columns_of(dataset, gold, results, profile if several else "")
         blocks.append(Block((dataset,), (gold,), tuple(dict.fromkeys(r.method for r in mine)), columns))
         placed += mine
@@ -442,7 +277,7 @@ def table_grid(name: str, runs: Sequence[FoundRun], paper: Optional[Grid]) -> tu
 
 # --- the paper's numbers beside --------------------------------------------------------------
 
-def paper_numbers(paper: Grid, grid: Grid, runs: Sequence[FoundRun], root: Path = PROJECT_ROOT) -> pd.DataFrame:
+def paper_numbers(paper: Grid, grid: Grid, runs: Sequence[Run], root: Path = PROJECT_ROOT) -> pd.DataFrame:
     """The paper's number for each of our entries that a cell of ``paper`` matches (the same run, a column of
     the same value), in long form: ``grid``'s index columns, column, paper."""
     columns = [*grid.index, "column", "paper"]
@@ -486,8 +321,7 @@ def tabulate(patterns: Sequence[str], paper_name: Optional[str] = None,
         if not order:
             continue
         reference = paper_numbers(paper, grid, placed, root) if paper else None
-        reports.append((grid, assemble(grid, placed, profile, reference, order, tested, found_status,
-                                       notes=[GROUPING_NOTE])))
+        reports.append((grid, assemble(grid, placed, profile, reference, order, tested, notes=[GROUPING_NOTE])))
     return reports
 
 

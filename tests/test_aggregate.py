@@ -1,4 +1,5 @@
-"""Aggregation of hand-made result JSONs into a paper table: statistics, gaps, failures, Welch's test."""
+"""Aggregation of hand-made result JSONs into a paper table (aclm/tables/aggregate.py): statistics, gaps, failures,
+Welch's test; and the tables of any runs (aclm/tables/tabulate_runs.py)."""
 
 import json
 import math
@@ -15,7 +16,8 @@ from scipy import stats
 from aclm.base.paths import PROJECT_ROOT
 from aclm.experiments.grid import Cell, expand, load_grid
 from aclm.run.chain import run_method
-from aclm.tables.report import build_report, entry_text, run_status, write_report
+from aclm.tables.aggregate import build_report, entry_text, write_report
+from aclm.tables.runs import Run, of_cell
 from conftest import FAST
 
 GRID = """
@@ -60,17 +62,17 @@ WARNED = {(100, "aclm", 1): {"warnings": ["S6 kept none of the augmentations: S7
 
 
 def write_result(cell: Cell, en: float, hi: float) -> None:
-    cell.result_path.parent.mkdir(parents=True, exist_ok=True)
+    cell.layout.result_path.parent.mkdir(parents=True, exist_ok=True)
     checkout = {"commit": "c0ffee1" + "0" * 33, "dirty": cell.seed == 3, "diff_sha256": "d1ff000" + "f" * 57}
-    cell.result_path.write_text(json.dumps({"method": cell.method, "seed": cell.seed, "f1": en,
+    cell.layout.result_path.write_text(json.dumps({"method": cell.method, "seed": cell.seed, "f1": en,
                                             "test": {"multiconer/en": {"f1": en}, "multiconer/hi": {"f1": hi}},
                                             "checkout": checkout, "config_hash": f"hash-{cell.method}",
                                             **WARNED.get((cell.gold, cell.method, cell.seed), {})}))
 
 
 def write_failed(cell: Cell, error: str) -> None:
-    cell.failed_path.parent.mkdir(parents=True, exist_ok=True)
-    cell.failed_path.write_text(json.dumps({"error": error, "returncode": 1}))
+    cell.layout.failed_path.parent.mkdir(parents=True, exist_ok=True)
+    cell.layout.failed_path.write_text(json.dumps({"error": error, "returncode": 1}))
 
 
 @pytest.fixture
@@ -205,25 +207,26 @@ def test_files_are_written(table, tmp_path):
 def test_a_failed_s1_is_blamed_for_its_methods(tmp_path):
     cell = Cell("paper", "multiconer/en", 100, "aclm", 1, str(tmp_path))
     write_failed(cell.prerequisites()[0], "error: no such file")
-    assert run_status(cell) == ("failed", None, "S1 failed: error: no such file")
+    run = of_cell(cell)
+    assert (run.status, run.result, run.error) == ("failed", None, "S1 failed: error: no such file")
 
 
 def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_models):
     from aclm.tables.perplexity import perplexity
-    from aclm.tables.report import PerplexityCache
+    from aclm.tables.aggregate import PerplexityCache
 
     grid = load_grid("table3")
     cells = expand(grid, "tiny", runs=str(tmp_path / "runs"), sizes="200", methods="aclm", seeds="1,2")
     sentences = {1: ["john lives in paris", "mary went home"], 2: ["the river bank"]}
     for cell in cells:
         write_result(cell, 50.0, 20.0)
-        result = json.loads(cell.result_path.read_text())
+        result = json.loads(cell.layout.result_path.read_text())
         diversity = {"diversity_e": 40.0 + cell.seed, "diversity_n": 20.0, "diversity_l": 5.0}
         result["augmentation"] = {"diversity": diversity}
         result["config"] = {"analysis": {"perplexity_model": "models/tiny/gpt2", "batch_size": 4}}
-        cell.result_path.write_text(json.dumps(result))
-        cell.aug_path.parent.mkdir(parents=True)
-        cell.aug_path.write_text("".join("".join(f"{w}\tO\n" for w in s.split()) + "\n" for s in sentences[cell.seed]))
+        cell.layout.result_path.write_text(json.dumps(result))
+        cell.layout.aug_path.parent.mkdir(parents=True)
+        cell.layout.aug_path.write_text("".join("".join(f"{w}\tO\n" for w in s.split()) + "\n" for s in sentences[cell.seed]))
     cache = PerplexityCache(tmp_path / "cache.json", device="cpu")
     report = build_report(grid, cells, "tiny", cache)
     expected = [perplexity(sentences[s], "models/tiny/gpt2", device="cpu") for s in (1, 2)]
@@ -234,44 +237,46 @@ def test_table3_reads_diversity_and_computes_perplexity_once(tmp_path, tiny_mode
 
 
 def test_perplexity_is_scored_again_for_rebuilt_weights_or_edited_scoring_code(tmp_path, tiny_models, monkeypatch):
-    from aclm.tables import report as module
-    from aclm.tables.report import PerplexityCache
+    from aclm.tables import aggregate as module
+    from aclm.tables.aggregate import PerplexityCache
 
     scored = []
     monkeypatch.setattr(module, "perplexity", lambda texts, *a, **k: scored.append(texts) or 10.0 * len(scored))
     model = tmp_path / "gpt2"                     # one name throughout, as models/tiny/gpt2 keeps across rebuilds
     shutil.copytree(tiny_models / "gpt2", model)
     cell = Cell("tiny", "multiconer/en", 100, "aclm", 1, str(tmp_path / "runs"))
-    cell.aug_path.parent.mkdir(parents=True)
-    cell.aug_path.write_text("john\tB-PER\nlives\tO\n\n")
-    result = {"config": {"analysis": {"perplexity_model": str(model), "batch_size": 4}}}
+    cell.layout.aug_path.parent.mkdir(parents=True)
+    cell.layout.aug_path.write_text("john\tB-PER\nlives\tO\n\n")
+    run = Run("tiny", "multiconer/en", 100, "aclm", 1, cell.layout.result_path,
+              result={"config": {"analysis": {"perplexity_model": str(model), "batch_size": 4}}})
     path = tmp_path / "cache.json"
-    assert PerplexityCache(path)(cell, result) == 10.0
-    assert PerplexityCache(path)(cell, result) == 10.0 and len(scored) == 1          # read back, not scored
+    assert PerplexityCache(path)(run) == 10.0
+    assert PerplexityCache(path)(run) == 10.0 and len(scored) == 1          # read back, not scored
     weights = model / "model.safetensors"
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))   # the same bytes
-    assert PerplexityCache(path)(cell, result) == 10.0 and len(scored) == 1
+    assert PerplexityCache(path)(run) == 10.0 and len(scored) == 1
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1
     weights.write_bytes(bytes(data))                                                  # weights rebuilt
-    assert PerplexityCache(path)(cell, result) == 20.0
+    assert PerplexityCache(path)(run) == 20.0
     edited = PerplexityCache(path)
     edited.code = {**edited.code, "aclm.tables.perplexity": "edited"}
-    assert edited(cell, result) == 30.0 and len(scored) == 3
+    assert edited(run) == 30.0 and len(scored) == 3
 
 
 def test_an_empty_aug_file_has_no_perplexity(tmp_path, monkeypatch):
     # a method that kept no augmentation writes an empty aug.conll: no sentences, not an error
-    from aclm.tables import report as module
-    from aclm.tables.report import PerplexityCache
+    from aclm.tables import aggregate as module
+    from aclm.tables.aggregate import PerplexityCache
 
     seen = []
     monkeypatch.setattr(module, "perplexity", lambda texts, *a, **k: seen.append(texts))
     cell = Cell("tiny", "multiconer/en", 100, "aclm", 1, str(tmp_path))
-    cell.aug_path.parent.mkdir(parents=True)
-    cell.aug_path.write_text("")
-    result = {"config": {"analysis": {"perplexity_model": "models/tiny/gpt2", "batch_size": 4}}}
-    assert PerplexityCache(tmp_path / "cache.json")(cell, result) is None
+    cell.layout.aug_path.parent.mkdir(parents=True)
+    cell.layout.aug_path.write_text("")
+    run = Run("tiny", "multiconer/en", 100, "aclm", 1, cell.layout.result_path,
+              result={"config": {"analysis": {"perplexity_model": "models/tiny/gpt2", "batch_size": 4}}})
+    assert PerplexityCache(tmp_path / "cache.json")(run) is None
     assert seen == [[]]
 
 
@@ -282,31 +287,13 @@ def test_sweep_points_are_rows_of_their_own(tmp_path):
                                                       ("melm", "melm.code_mix-true")}
     for cell in cells:
         score = {"gold_only": 70.0, "mulda": 72.0, "melm": 80.0 if cell.variant else 75.0}[cell.method] + cell.seed
-        cell.result_path.parent.mkdir(parents=True, exist_ok=True)
-        cell.result_path.write_text(json.dumps({"test": {d: {"f1": score} for d in (
+        cell.layout.result_path.parent.mkdir(parents=True, exist_ok=True)
+        cell.layout.result_path.write_text(json.dumps({"test": {d: {"f1": score} for d in (
             "conll2003/en", "conll2003/de", "conll2002/es", "conll2002/nl")}}))
     report = build_report(grid, cells, "tiny")
     rows = {line.split("|")[2].strip(): line for line in report.markdown.splitlines() if line.startswith("| 100")}
     assert "81.50 ± 0.71 (80.96" in rows["MELM"] and "76.50 ± 0.71 (78.71" in rows["MELM-gold"]
     assert "MELM-gold" in rows["p: MELM vs best baseline"]   # the best baseline is MELM without code-mixing
-
-
-def test_the_report_says_which_mixner_sigma_and_generator_the_runs_used(tmp_path):
-    (tmp_path / "ref.csv").write_text(REFERENCE)
-    (tmp_path / "grids").mkdir()
-    (tmp_path / "grids" / "toy.yaml").write_text(GRID.format(reference=tmp_path / "ref.csv"))
-    grid = load_grid("toy", tmp_path / "grids")
-    cells = expand(grid, "paper", runs=str(tmp_path / "runs"), sizes="100", seeds="1")
-    for cell in cells:
-        write_result(cell, 50.0, 40.0)
-        result = json.loads(cell.result_path.read_text())
-        result["config"] = {"generation": {"mixner": {"mode": "paper", "beta": 0.7, "gamma_sigma": 0.3,
-                                                      "code_mixed_rounds": 2}},
-                            "generator": {"model": "models/tiny/mbart-large-50"}}
-        cell.result_path.write_text(json.dumps(result))
-    markdown = build_report(grid, cells, "paper").markdown
-    assert "sigma = 0.3" in markdown and "not given in the paper" in markdown
-    assert "models/tiny/mbart-large-50 (random weights" in markdown
 
 
 def test_the_report_names_the_test_sets_of_the_paper_and_of_our_runs(tmp_path):
@@ -321,9 +308,9 @@ def test_the_report_names_the_test_sets_of_the_paper_and_of_our_runs(tmp_path):
     assert f"{line}, no run scored yet)." in build_report(grid, cells, "paper").markdown
     for cell in cells:
         write_result(cell, 50.0, 40.0)
-        result = json.loads(cell.result_path.read_text())
+        result = json.loads(cell.layout.result_path.read_text())
         result["sizes"] = {"train": 100, "dev": 800, "test:multiconer/en": 2000, "test:multiconer/hi": 1999}
-        cell.result_path.write_text(json.dumps(result))
+        cell.layout.result_path.write_text(json.dumps(result))
     report = build_report(grid, cells, "paper")
     assert (f"{line}, 2000 sentences); multiconer/hi (multiconer/hi/test.conll, 1999 sentences)."
             in report.markdown)
@@ -373,8 +360,8 @@ def test_averaged_tables_take_each_seeds_mean_over_the_datasets(tmp_path):
         if (cell.dataset, cell.method, cell.seed) == ("multiconer/zh", "aclm", 2):
             write_failed(cell, "RuntimeError: CUDA out of memory")
             continue
-        cell.result_path.parent.mkdir(parents=True, exist_ok=True)
-        cell.result_path.write_text(json.dumps({"per_type": {"PER": {"f1": per}, "LOC": {"f1": per - 10}}}))
+        cell.layout.result_path.parent.mkdir(parents=True, exist_ok=True)
+        cell.layout.result_path.write_text(json.dumps({"per_type": {"PER": {"f1": per}, "LOC": {"f1": per - 10}}}))
     report = build_report(grid, cells, "paper")
     gold = entry(report, "200", "gold_only", "PER")     # seed 1: (30 + 40 + 20) / 3, seed 2: (34 + 42 + 20) / 3
     assert gold["n"] == 2 and gold["values"] == pytest.approx([30.0, 32.0])
@@ -387,7 +374,7 @@ def test_averaged_tables_take_each_seeds_mean_over_the_datasets(tmp_path):
             in report.markdown)
 
 
-def test_the_report_says_which_decoding_constraint_the_runs_used(tmp_path):
+def test_the_report_states_the_settings_the_paper_leaves_open_and_those_that_differ(tmp_path):
     (tmp_path / "ref.csv").write_text(REFERENCE)
     (tmp_path / "grids").mkdir()
     (tmp_path / "grids" / "toy.yaml").write_text(GRID.format(reference=tmp_path / "ref.csv"))
@@ -396,16 +383,23 @@ def test_the_report_says_which_decoding_constraint_the_runs_used(tmp_path):
     for cell in cells:
         write_result(cell, 50.0, 40.0)
         if cell.method == "aclm":
-            result = json.loads(cell.result_path.read_text())
-            # gold 100 decoded under the grammar; gold 200 predates the key: unconstrained
-            result["config"] = {"generation": {"constrained": "entities"}} if cell.gold == 100 else {}
-            cell.result_path.write_text(json.dumps(result))
+            result = json.loads(cell.layout.result_path.read_text())
+            # gold 100 decoded under the grammar; gold 200 predates the key; both used one generator and sigma
+            shared = {"generator": {"model": "models/tiny/mbart-large-50"}, "gold": cell.gold, "seed": cell.seed,
+                      "run_dir": str(cell.runs), "generation": {"mixner": {"gamma_sigma": 0.3}}}
+            if cell.gold == 100:
+                shared["generation"]["constrained"] = "entities"
+            result["config"] = shared
+            cell.layout.result_path.write_text(json.dumps(result))
     markdown = build_report(grid, cells, "paper").markdown
-    assert "decoding: constrained = entities (aclm): as labels, and each template's entities" in markdown
-    assert "decoding: constrained = off (aclm): unconstrained, as the paper." in markdown
+    # the stated keys come first, equal or not; a key that differs follows; where files live never shows
+    assert ("Settings of aclm: generation.mixner.gamma_sigma=0.3, generator.model=models/tiny/mbart-large-50 "
+            "(random weights: generated text means nothing), generation.constrained=(unset) | entities."
+            in markdown)
+    assert "run_dir" not in markdown and "Settings of lwtr" not in markdown
 
 
-# --- tables of any runs (aclm/tables/tabulate.py, scripts/tabulate_runs.py) ------------------------------------------
+# --- tables of any runs (aclm/tables/tabulate_runs.py, scripts/tabulate_runs.py) -------------------------------------
 
 def write_run(runs, dataset: str, gold, method: str, seed: int, f1: float, variant: str = "", folder: str = "",
               hi: float | None = None, failed: str | None = None):
@@ -443,7 +437,7 @@ def any_runs(tmp_path):
 
 
 def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
-    from aclm.tables.tabulate import tabulate
+    from aclm.tables.tabulate_runs import tabulate
 
     (grid, report), (_, per_type) = tabulate([str(any_runs / "**" / "result.json")])
     wide = report.table.set_index("method")
@@ -466,7 +460,7 @@ def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
 
 
 def test_a_run_folder_a_glob_and_a_result_file_name_the_same_runs_once(any_runs):
-    from aclm.tables.tabulate import find_runs
+    from aclm.tables.tabulate_runs import find_runs
 
     setting = any_runs / "tiny" / "multiconer" / "de" / "gold300"
     by_folder = find_runs([str(setting)])
@@ -478,7 +472,7 @@ def test_a_run_folder_a_glob_and_a_result_file_name_the_same_runs_once(any_runs)
 
 
 def test_a_paper_grid_stands_beside_the_runs_that_are_its_cells(any_runs, tmp_path):
-    from aclm.tables.tabulate import tabulate
+    from aclm.tables.tabulate_runs import tabulate
 
     (tmp_path / "ref.csv").write_text(REFERENCE)
     (tmp_path / "toy.yaml").write_text(GRID.format(reference=tmp_path / "ref.csv"))
@@ -493,7 +487,7 @@ def test_a_paper_grid_stands_beside_the_runs_that_are_its_cells(any_runs, tmp_pa
 def test_a_copy_of_a_run_is_an_error_not_a_fourth_seed(any_runs, tmp_path):
     import shutil
 
-    from aclm.tables.tabulate import TabulateError, tabulate
+    from aclm.tables.tabulate_runs import TabulateError, tabulate
 
     seed1 = any_runs / "tiny" / "multiconer" / "de" / "gold300" / "seed1" / "aclm"
     shutil.copytree(seed1, tmp_path / "elsewhere" / "tiny" / "multiconer" / "de" / "gold300" / "seed1" / "aclm")
@@ -504,7 +498,7 @@ def test_a_copy_of_a_run_is_an_error_not_a_fourth_seed(any_runs, tmp_path):
 
 
 def test_the_paper_stands_beside_runs_on_the_official_test_sets_too(tmp_path):
-    from aclm.tables.tabulate import tabulate
+    from aclm.tables.tabulate_runs import tabulate
 
     for dataset in ("multiconer/en", "multiconer_official/en"):
         for seed in (1, 2):
@@ -516,7 +510,7 @@ def test_the_paper_stands_beside_runs_on_the_official_test_sets_too(tmp_path):
 
 
 def test_tables_of_any_runs_are_written_as_the_grids_are(any_runs, tmp_path):
-    from aclm.tables.tabulate import tabulate
+    from aclm.tables.tabulate_runs import tabulate
 
     written = [p for grid, report in tabulate([str(any_runs)]) for p in write_report(report, grid, tmp_path / "out")]
     assert sorted(p.name for p in written) == ["f1.csv", "f1.md", "f1.png", "f1.tex", "per_type.csv", "per_type.md",
@@ -531,7 +525,7 @@ def test_a_run_found_made_by_code_changed_since_counts_with_a_warning_naming_it(
     from aclm.base.io import read_json, write_json
     from aclm.stages.layout import S7_EVAL
     from aclm.engine import STAMP
-    from aclm.tables.tabulate import tabulate
+    from aclm.tables.tabulate_runs import tabulate
 
     scores = run_method(fast(tmp_path / "runs", "method=lwtr"))[S7_EVAL]
     assert "baselines.lwtr" in read_json(scores.parent / "augment" / STAMP)["identity"]["code"]

@@ -1,0 +1,217 @@
+"""One run as every table reads it: where it sits, and what its result.json (or failed.json) says.
+
+A paper table makes its runs from its grid's cells (:func:`of_cell`: a stale
+result is missing, a failed prerequisite is blamed); a table of any runs from
+the result.json or failed.json files it finds (:func:`of_file`: a result made
+by code changed since is marked).  Both tables then read only the record: a
+result.json is read once, and the same way for either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from aclm.base.dicts import flatten
+from aclm.base.io import read_json
+from aclm.experiments.grid import Cell, GoldSize, failure
+from aclm.stages import outputs
+from aclm.stages.layout import AUG, FAILED as FAILED_FILE, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
+from aclm.engine import STAMP, stamp
+from aclm.engine.code import changed_code
+
+OK, FAILED, MISSING = "ok", "failed", "missing"
+#: config keys that say where files live or what ran a run, not what it computed: never compared
+WHERE = ("data_dir", "run_dir", "device")
+WHERE_SECTIONS = ("storage",)
+#: the config keys runs of one entry may differ in (a variant is compared as the run's identity)
+NOT_COMPARED = ("seed", *WHERE, "variant", "setting_variant")
+UNSET = "(unset)"
+#: what places a run found on disk, read from its result.json or its failed.json's command
+IDENTITY = ("profile", "dataset", "gold", "method", "seed")
+
+Settings = tuple[tuple[str, str], ...]      # (dotted key, JSON value), sorted
+
+
+class RunError(ValueError):
+    """A run's files that say too little to place it in a table."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run's place in a table and its outcome: ``status`` ok (``result`` read), failed or missing (``error``)."""
+
+    profile: str
+    dataset: str
+    gold: GoldSize
+    method: str
+    seed: int
+    result_path: Path
+    status: str = MISSING
+    result: Optional[dict] = None
+    error: Optional[str] = None
+    variant: str = ""
+    sweep_label: Optional[str] = None        # a grid's sweep label; else the variant and label make the row
+    setting_variant: str = ""
+    block: int = 0                           # which of the grid's blocks (columns) it fills
+    settings: Optional[Settings] = None      # the config compared (:func:`compared`); None: none recorded
+    overrides: Settings = ()                 # a failed run's command key=value words beyond its identity
+    label: str = ""                          # the config keys that set its entry apart (tabulate_runs)
+
+    @property
+    def sweep(self) -> Optional[str]:
+        if self.sweep_label is not None:
+            return self.sweep_label
+        return (self.variant + (f"[{self.label}]" if self.label else "")) or None
+
+    @property
+    def failed_path(self) -> Path:
+        return self.result_path.parent / FAILED_FILE
+
+    @property
+    def aug_path(self) -> Path:
+        return self.result_path.parent.parent / S6 / AUG
+
+    @property
+    def config(self) -> dict:
+        """The config result.json recorded (every stage's keys); empty when none was."""
+        config = (self.result or {}).get("config")
+        return config if isinstance(config, dict) else {}
+
+
+def method_id(run: Run | Cell) -> str:
+    """The method, or ``method@sweep`` for a sweep point or variant (MELM-gold and MELM are ``melm@...``)."""
+    return f"{run.method}@{run.sweep}" if run.sweep else run.method
+
+
+def of_cell(cell: Cell) -> Run:
+    """A grid cell's run, blaming a failed prerequisite when it has none itself.
+
+    A result whose stages are not current for the cell's config (made with
+    other settings, or its inputs changed) is missing, not ok; a result.json
+    without a stage stamp (written by hand) is taken as it is.
+    """
+    status, result, error = MISSING, None, None
+    if cell.layout.result_path.exists():
+        if (cell.layout.result_path.parent / STAMP).exists() and not cell.is_done():
+            error = f"{cell.layout.result_path} is stale: its config or inputs changed; re-run the grid"
+        else:
+            status, result = OK, outputs.result(cell.layout.result_path.parent)
+    elif cell.layout.failed_path.exists():
+        status, error = FAILED, failure(cell.layout.failed_path)
+    else:
+        need = next((n for n in cell.prerequisites() if n.layout.failed_path.exists()), None)
+        if need:
+            what = "S1" if need.method == GOLD_ONLY else need.method
+            status, error = FAILED, f"{what} failed: {failure(need.layout.failed_path)}"
+    return Run(cell.profile, cell.dataset, cell.gold, cell.method, cell.seed, cell.layout.result_path, status, result,
+               error, cell.variant, cell.sweep or "", block=cell.block)
+
+
+def of_file(path: Path) -> Run:
+    """A run from its result.json, or from the command its failed.json recorded (FAILED, with its error).
+
+    A result made by code that has changed since carries a warning naming it."""
+    ok = path.name == RESULT
+    record = outputs.result(path.parent) if ok else read_json(path)
+    fields = record if ok else command_fields(record.get("command", ""))
+    missing = [key for key in IDENTITY if key not in fields]
+    if missing:
+        raise RunError(f"{path}: no {', '.join(missing)} recorded; cannot place the run in a table")
+    method_dir = path.parent.parent.name if path.parent.name == S7_EVAL else GOLD_ONLY
+    setting_dir = (path.parent.parent.parent if path.parent.name == S7_EVAL else path.parent.parent).name
+    config = record.get("config") if ok else None
+    overrides = () if ok else tuple(sorted((k, v) for k, v in fields.items() if k not in IDENTITY and is_compared(k)))
+    return Run(str(fields["profile"]), str(fields["dataset"]), as_gold(fields["gold"]), str(fields["method"]),
+               int(fields["seed"]), path.parent / RESULT, *(outcome(path.parent, record) if ok else
+                                                            (FAILED, None, failure(path))),
+               variant=str(record.get("variant") or method_dir.partition("@")[2]),
+               setting_variant=str(record.get("setting_variant") or setting_dir.partition("@")[2]),
+               settings=compared(config) + scored_on(record) if isinstance(config, dict) else None,
+               overrides=overrides)
+
+
+def outcome(scores: Path, result: dict) -> tuple[str, dict, None]:
+    """A found result is ok; made by code that has changed since it ran, it carries a warning naming that code."""
+    changed = changed_since(scores)
+    if changed:
+        named = ", ".join(changed[:SHOWN_CHANGES]) + (f" and {len(changed) - SHOWN_CHANGES} more"
+                                                      if len(changed) > SHOWN_CHANGES else "")
+        result = {**result, "warnings": [*(result.get("warnings") or []),
+                                         f"made by code that has changed since it ran: {named}"]}
+    return OK, result, None
+
+
+def scored_on(result: dict) -> Settings:
+    """What a run was scored on and cut from, as its result.json recorded it: each test set's size and content,
+    and the gold data's content.  Runs that differ in them are never seeds of one entry."""
+    data = result.get("data") or {}
+    tests = {key.partition(":")[2]: size for key, size in (result.get("sizes") or {}).items() if key.startswith("test:")}
+    found = [(f"test set {name}", json.dumps(f"{size} sentences" + (f", {data['test'][name][:8]}"
+                                                                    if name in data.get("test", {}) else "")))
+             for name, size in tests.items()]
+    if data.get("gold"):
+        found.append(("gold data", json.dumps(hashlib.sha256(repr(sorted(data["gold"].items())).encode())
+                                               .hexdigest()[:8])))
+    return tuple(sorted(found))
+
+
+def command_fields(command: str) -> dict:
+    """The ``key=value`` arguments of a recorded command line."""
+    return dict(word.split("=", 1) for word in shlex.split(command) if "=" in word and not word.startswith("-"))
+
+
+def as_gold(value) -> GoldSize:
+    """A gold size as the run tree spells it: a number, or a word such as ``full``."""
+    return int(value) if str(value).isdigit() else str(value)
+
+
+#: how many changed modules a warning names
+SHOWN_CHANGES = 4
+
+
+def chain_code(scores: Path) -> dict[str, dict[str, str]]:
+    """The code digests each stage of a scoring stage's chain recorded (its own stamp and its inputs'), by stage
+    folder: what made the result, to hold against the code now."""
+    own = stamp(scores)
+    root = scores.parent if scores.name == S1_EVAL else scores.parent.parent    # the setting's folder
+    inputs = [root / name for name in own["identity"]["inputs"]]
+    return {str(scores): own["identity"].get("code", {}),
+            **{str(folder): stamp(folder)["identity"].get("code", {}) for folder in inputs
+               if (folder / STAMP).is_file()}}
+
+
+def changed_since(scores: Path) -> list[str]:
+    """The code of a finished run's chain (as its stamps recorded it) that differs now; none is known for a
+    result.json without a stamp (written by hand)."""
+    if not (scores / STAMP).is_file():
+        return []
+    return sorted({key for code in chain_code(scores).values() for key in changed_code(code)})
+
+
+def is_compared(key: str) -> bool:
+    return key not in NOT_COMPARED and key.split(".")[0] not in WHERE_SECTIONS
+
+
+def compared(config: dict) -> Settings:
+    """What of a recorded config must be equal for two runs to be seeds of one entry: all of it but ``seed``
+    and where files live (``data_dir``, ``run_dir``, ``device``, ``storage.*``)."""
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in flatten(config).items() if is_compared(k)))
+
+
+def shown(value: Optional[str]) -> str:
+    """A compared value (JSON) as a label writes it."""
+    if value is None:
+        return UNSET
+    plain = json.loads(value)
+    return plain if isinstance(plain, str) else json.dumps(plain)
+
+
+def differing(configs: list[dict[str, str]]) -> list[str]:
+    """The keys whose values (JSON; missing: unset) are not the same in all of ``configs``."""
+    keys = sorted({k for c in configs for k in c})
+    return [k for k in keys if len({c.get(k) for c in configs}) > 1]

@@ -1,0 +1,276 @@
+#!/usr/bin/env python
+"""The GPU check's measurements, each run as a step of its own (tools/gpu_check.py, docs/gpu-check.md).
+
+    python tools/gpu_measure.py generation out.json '{"batch_size": 32, "templates": 256}' profile=paper_shape device=cuda
+
+Writes the figures of one measurement to a JSON file: its options are a JSON object, the rest config overrides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Iterator, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))         # run as a script on a node where the project is not installed
+
+
+def measure_environment(overrides: list[str]) -> dict:
+    import torch
+
+    from aclm.base.runtime import library_versions
+
+    facts = {"cuda": torch.cuda.is_available(), "torch_cuda": torch.version.cuda, "libraries": library_versions()}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        facts.update(device=props.name, memory_gib=round(props.total_memory / 2**30, 1),
+                     capability=f"{props.major}.{props.minor}", bf16=torch.cuda.is_bf16_supported())
+    return facts
+
+
+@contextmanager
+def clocked(device) -> Iterator[dict]:
+    """The block's seconds and CUDA peak memory (MB; None off CUDA), the GPU's queue drained at both ends."""
+    import torch
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    took: dict = {}
+    start = time.perf_counter()
+    yield took
+    if cuda:
+        torch.cuda.synchronize()
+    took["seconds"] = time.perf_counter() - start
+    took["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None
+
+
+def measure_generation(overrides: list[str], batch_size: int, templates: int) -> dict:
+    """Templates per second and CUDA peak of batched decoding at one batch size, with the paper's decoding
+    (5 beams, top-k 10, up to 100 tokens) and the overrides' ``generation.constrained``; the share of outputs
+    that parse and keep their template's entities.  Random weights never stop early: an upper bound."""
+    import random
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from aclm.steps.constraints import template_entities
+    from aclm.steps.generation import Job, decode_jobs
+    from aclm.steps.generator import add_label_tokens, load_generator
+    from aclm.steps.labels import parse_generation
+    from aclm.steps.screening import MalformedGeneration
+    from aclm.steps.templates import render, skeleton
+
+    cfg = load_config(overrides)
+    device = torch.device(cfg.device)
+    model, tokenizer = load_generator(cfg.generator.model, "en")
+    sentences = [s for s in load_split(cfg.dataset, "train") if s.spans()]
+    rng = random.Random(1)                 # entities kept, 30% of the other words as keywords
+    jobs = [Job(i, 0, None, render(skeleton(s, [w for w in range(len(s)) if rng.random() < 0.3]), tokenizer.mask_token))
+            for i, s in enumerate(sentences[i % len(sentences)] for i in range(templates))]
+    types = sorted({t for s in sentences for _, _, t in s.spans()})
+    labels = add_label_tokens(model, tokenizer, types, dict(cfg.generator.label_token_init))
+    model.to(device)
+    decoding = OmegaConf.merge(load_config(["profile=paper"]).generation,
+                               {"batch_size": batch_size, "constrained": cfg.generation.constrained})
+    with clocked(device) as took:
+        outputs, _ = decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
+    kept = 0
+    for job, text in zip(jobs, outputs):
+        try:
+            parse_generation(text, types, tokenizer.mask_token)
+        except MalformedGeneration:
+            continue
+        kept += template_entities(text, labels) == template_entities(job.template, labels)
+    return {"batch_size": batch_size, "constrained": decoding.constrained, "templates": len(jobs),
+            "seconds": round(took["seconds"], 2), "templates_per_s": round(len(jobs) / took["seconds"], 2),
+            "parse_and_keep_entities": round(kept / len(jobs), 3), "cuda_peak_mb": took["cuda_peak_mb"]}
+
+
+def measure_dev_scoring(overrides: list[str], run_dir: str, batch_sizes: list[int]) -> dict:
+    """Scoring the dev set as flair's trainer does after every epoch, with the pipeline's S1 tagger: seconds
+    and CUDA peak per evaluation batch size, without and with the per-epoch ``dev.tsv`` flair asks for (which
+    the stage no longer writes), and whether the batch sizes predict the same spans."""
+    import tempfile
+
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from aclm.base.runtime import select_device
+    from aclm.steps.tagger import LABEL_TYPE, load_tagger, to_flair
+
+    cfg = load_config(overrides)
+    device = select_device(cfg.device)
+    tagger = load_tagger(next(Path(run_dir).rglob("s1_ner/best-model.pt")))
+    dev = load_split(cfg.dataset, "dev", cfg.data_dir)
+
+    def score(batch_size: int, out_path: Optional[Path]) -> tuple[float, int, list]:
+        sentences = to_flair(dev)
+        with clocked(device) as took:
+            tagger.evaluate(sentences, gold_label_type=LABEL_TYPE, mini_batch_size=batch_size, out_path=out_path,
+                            embedding_storage_mode="none")
+        spans = [[(l.unlabeled_identifier, l.value) for l in s.get_labels("predicted")] for s in sentences]
+        return took["seconds"], took["cuda_peak_mb"], spans
+
+    score(batch_sizes[0], None)                     # warm-up: kernels, allocator
+    points, first = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in batch_sizes:
+            seconds, peak, spans = score(size, None)
+            with_file, _, _ = score(size, Path(tmp) / "dev.tsv")
+            first = spans if first is None else first
+            points.append({"batch_size": size, "seconds": round(seconds, 3), "with_dev_file_s": round(with_file, 3),
+                           "cuda_peak_mb": peak, "same_spans_as_first": spans == first})
+    return {"sentences": len(dev), "points": points}
+
+
+def tagger_setting(overrides: list[str], epochs: int) -> tuple:
+    """The measured S1 tagger's config (``epochs`` epochs), its first 100 train sentences, dev set and types."""
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from aclm.base.runtime import select_device
+
+    cfg = load_config([*overrides, f"ner.epochs={epochs}"])
+    select_device(cfg.device)
+    train, dev = load_split(cfg.dataset, "train", cfg.data_dir)[:100], load_split(cfg.dataset, "dev", cfg.data_dir)
+    return cfg, train, dev, sorted({t for s in train + dev for _, _, t in s.spans()})
+
+
+def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> dict:
+    """Where a paper-size tagger's epochs spend their time, function by function (cProfile, own time), and
+    how much of it the GPU spent in kernels (torch.profiler; CUDA only)."""
+    import cProfile
+    import pstats
+    import tempfile
+
+    import torch
+
+    from aclm.base.runtime import seed_everything
+    from aclm.steps.tagger import train_tagger
+
+    cfg, train, dev, types = tagger_setting(overrides, epochs)
+    seed_everything(cfg.seed)
+    profiler, figures = cProfile.Profile(), {}
+    with tempfile.TemporaryDirectory() as out:
+        kernels = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) \
+            if torch.cuda.is_available() else None
+        start = time.perf_counter()
+        with kernels or nullcontext():
+            profiler.enable()
+            _, facts = train_tagger(cfg.ner, train, dev, types, Path(out))
+            profiler.disable()
+        seconds = time.perf_counter() - start
+    if kernels:
+        busy = [e for e in kernels.key_averages() if e.self_device_time_total > 0]
+        figures.update(gpu_kernel_s=round(sum(e.self_device_time_total for e in busy) / 1e6, 3),
+                       gpu_kernels=sum(e.count for e in busy))
+    rows = sorted(((f"{Path(file).name}:{line}({name})", calls, own, total)
+                   for (file, line, name), (_, calls, own, total, _) in pstats.Stats(profiler).stats.items()),
+                  key=lambda r: -r[2])
+    return {"epochs": epochs, "seconds": round(seconds, 2), "training": facts, **figures,
+            "by_own_time": [{"function": f, "calls": c, "own_s": round(o, 3), "cumulative_s": round(t, 3)}
+                            for f, c, o, t in rows[:top]]}
+
+
+def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
+    """The setting's S1 tagger trained twice from one seed, with :mod:`aclm.steps.subtokens` and with flair's
+    per-sentence loops: each epoch's seconds and whether every epoch's dev scores agree.  3 untimed epochs run
+    first, so that neither timed training pays for the process's warm-up."""
+    import csv
+    import tempfile
+    from contextlib import nullcontext
+    from unittest.mock import patch
+
+    from omegaconf import OmegaConf
+
+    from aclm.base.runtime import seed_everything
+    from aclm.steps.tagger import train_tagger
+
+    cfg, train, dev, types = tagger_setting(overrides, epochs)
+    with tempfile.TemporaryDirectory() as out:
+        seed_everything(cfg.seed)
+        train_tagger(OmegaConf.merge(cfg.ner, {"epochs": min(3, epochs)}), train, dev, types, Path(out))
+    runs = {}
+    for name in ("batched", "flair"):
+        seed_everything(cfg.seed)
+        loops = patch("aclm.steps.tagger.batched_subtokens", nullcontext) if name == "flair" else nullcontext()
+        with tempfile.TemporaryDirectory() as out, loops:
+            _, facts = train_tagger(cfg.ner, train, dev, types, Path(out))
+            with (Path(out) / "loss.tsv").open() as f:
+                scores = [{k: v for k, v in row.items() if k.startswith("DEV")} for row in csv.DictReader(f, delimiter="\t")]
+        runs[name] = {"epoch_seconds": facts["epoch_seconds"], "dev": scores}
+    return {"epochs": epochs, "dev_sentences": len(dev), "runs": runs,
+            "same_dev_scores": runs["batched"]["dev"] == runs["flair"]["dev"]}
+
+
+def gpu_memory_used() -> Optional[int]:
+    """MiB in use on GPU 0 by every process (CUDA contexts included), from nvidia-smi; None without it."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    done = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+                          capture_output=True, text=True)
+    return int(done.stdout.split()[0]) if done.returncode == 0 and done.stdout.strip() else None
+
+
+def measure_packing(overrides: list[str], jobs: int, method: str, run_dir: str) -> dict:
+    """``jobs`` runs of ``method`` (seeds 1..jobs) at once on one GPU, from scratch, as ``make -j`` packs them; a
+    method other than Gold-only leases its stages' memory from a ledger, as under ``JOBS=auto`` (without a GPU,
+    one and a half S4s, so that stages do wait).  Wall time, runs per hour, the most GPU memory in use, each
+    run's S1 seconds and CUDA peak."""
+    from aclm.engine import memory
+    from aclm.experiments import packing
+
+    folder = Path(run_dir)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    env, figures = None, {}
+    if method != "gold_only":
+        needs = packing.stage_needs(packing.peaks()["cuda_peak_mb"], {})
+        free = packing.free_gpu_memory_mb()
+        capacity = free * packing.HEADROOM if free is not None else 1.5 * needs["s4_generator"]
+        memory.create(folder / "gpu.json", capacity, needs)
+        figures["ledger"] = {"capacity_mb": round(capacity), "needs_mb": needs}
+        env = {**os.environ, memory.LEDGER_ENV: str(folder / "gpu.json")}
+    start, peak = time.perf_counter(), None
+    processes = [subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_method.py"), f"method={method}",
+                                   f"seed={seed}", f"run_dir={folder}", *overrides], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL) for seed in range(1, jobs + 1)]
+    while any(p.poll() is None for p in processes):
+        peak = max(filter(None, [peak, gpu_memory_used()]), default=None)
+        time.sleep(1)
+    if any(p.returncode for p in processes):
+        raise RuntimeError(f"{sum(bool(p.returncode) for p in processes)} of the {jobs} packed runs failed")
+    wall = time.perf_counter() - start
+    stamps = [json.loads(p.read_text()) for p in sorted(folder.rglob("s1_ner/_stage.json"))]
+    return {"method": method, "jobs": jobs, "wall_s": round(wall, 1), "runs_per_hour": round(jobs * 3600 / wall, 1),
+            "gpu_memory_used_mb": peak, **figures, "s1": [{"seconds": s["seconds"], **s.get("memory", {})} for s in stamps]}
+
+
+MEASUREMENTS = {"environment": measure_environment, "generation": measure_generation,
+                "dev-scoring": measure_dev_scoring, "tagger-profile": measure_tagger_profile,
+                "tagger-subtokens": measure_tagger_subtokens, "packing": measure_packing}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=sorted(MEASUREMENTS))
+    parser.add_argument("json", type=Path, help="where the figures go")
+    parser.add_argument("options", type=json.loads, help="the measurement's options, a JSON object")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile=... device=...")
+    args = parser.parse_args()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(MEASUREMENTS[args.what](args.overrides, **args.options), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
