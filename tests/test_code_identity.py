@@ -189,7 +189,7 @@ def test_editing_a_step_module_reruns_its_stage_and_those_after_it_only(tiny_mod
     assert set(planned().values()) == {"current"}
     # what cannot change a result re-runs nothing: a title in the method table, a key's help, a log line
     edit(code / "aclm/base/registry.py", 'title="LwTR"', 'title="LwTR (Dai & Adel)"')
-    edit(code / "aclm/base/config.py", 'key("R: generations per training sentence")', 'key("R: per sentence")')
+    edit(code / "aclm/base/config.py", 'key("R: generations per training sentence", check=ROUNDS)', 'key("R: per sentence", check=ROUNDS)')
     edit(code / "aclm/steps/generation.py", '    counts["mixed"] =', '    log.info("%d jobs", len(jobs))\n    counts["mixed"] =')
     assert set(planned().values()) == {"current"}
     edit(code / "aclm/steps/keywords.py", "\ndef stopwords(", "\n_EDITED = True\n\n\ndef stopwords(")
