@@ -1,0 +1,10 @@
+"""ACLM and its baselines for low-resource complex NER.
+
+OpenMP's threads wait for work asleep (``OMP_WAIT_POLICY=PASSIVE``) unless the environment says otherwise:
+libgomp's default spins first, and a spinning thread whose core another program shares holds back every step
+of a CPU training.  Set here, before anything of the project imports torch; the waiting changes, the arithmetic
+does not (tools/thread_sharing.py measures both).
+"""
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -20,8 +20,9 @@ import json
 from aclm.base.config import load_config
 from aclm.base.data import bio_spans
 from aclm.stages import layout, outputs
-from aclm.run.chain import plan, recorded_seconds, result_dir
+from aclm.run.chain import plan, result_dir
 from aclm.run.cli import main_guard, parse, stage_parser
+from aclm.run.estimates import recorded_seconds
 from aclm.stages.gold import dataset_files
 from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config

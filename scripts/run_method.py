@@ -15,8 +15,9 @@ from __future__ import annotations
 import textwrap
 
 from aclm.base import registry
-from aclm.run.chain import chain, plan, recorded_seconds, run_method
+from aclm.run.chain import chain, plan, run_method
 from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser, summary
+from aclm.run.estimates import duration, recorded_seconds, rest
 
 
 def list_methods() -> None:
@@ -39,12 +40,6 @@ def list_stages(overrides: list[str]) -> None:
             print(textwrap.indent(step.describe(cfg), "  "))
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "no time recorded"
-    return "under 1 s" if seconds < 1 else f"~{seconds:.0f} s"
-
-
 def main() -> None:
     parser = stage_parser(__doc__, WHOLE_CHAIN)
     parser.add_argument("--list", action="store_true", help="print the method table and exit")
@@ -64,13 +59,14 @@ def main() -> None:
     args, cfg = parse(parser)
     force = chain(cfg)[0].name if args.force else args.force_from
     if args.dry_run:
-        total = 0.0
-        for name, state in plan(cfg, force):
-            seconds = None if state == "current" else recorded_seconds(cfg, name)
-            total += seconds or 0.0
-            guess = "" if state == "current" else f"  [{duration(seconds)}]"
+        states = plan(cfg, force)
+        recorded = {name: recorded_seconds(cfg, name) for name, state in states if state != "current"}
+        for name, state in states:
+            seconds = recorded.get(name)
+            guess = "" if state == "current" else f"  [{'no time recorded' if seconds is None else duration(seconds)}]"
             print(f"{name:<15} {'current' if state == 'current' else 'would run: ' + state}{guess}")
-        print(f"about {total / 60:.1f} min, from the times recorded by this profile's runs under {cfg.run_dir}")
+        print("total: " + (f"{rest(recorded, recorded, {})}; times recorded under {cfg.run_dir}" if recorded
+                           else "every stage is current"))
         return
     print(summary(cfg, run_method(cfg, force=force, wait=args.wait)))
 

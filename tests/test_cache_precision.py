@@ -130,7 +130,7 @@ EDITS = [
     ("where stages write", "aclm/stages/declare.py", "\ndef place(", "\nEDITED = 1\n\n\ndef place(", NONE),
     ("the scripts' driver", "aclm/run/cli.py", "re-run even if the outputs are current",
      "re-run even when current", NONE),
-    ("the chain's progress line", "aclm/run/chain.py", "the rest takes up to about", "the rest may take", NONE),
+    ("the chain's progress line", "aclm/run/estimates.py", "no estimate yet for the rest", "no guess yet", NONE),
     ("tools/", "tools/benchmark.py", "\ndef ", "\nEDITED = 1\n\n\ndef ", NONE),
     ("the tables", "aclm/tables/aggregate.py", "\ndef ", "\nEDITED = 1\n\n\ndef ", NONE),
     ("the grids", "aclm/experiments/grid.py", "\ndef ", "\nEDITED = 1\n\n\ndef ", NONE),

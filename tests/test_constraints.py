@@ -214,6 +214,7 @@ def entities(sentence: TaggedSentence) -> Counter:
     return Counter((tuple(sentence.tokens[a:b]), t) for a, b, t in sentence.spans())
 
 
+@pytest.mark.slow
 def test_every_generation_parses_and_holds_its_templates_entities(tiny_generator):
     model, tokenizer = tiny_generator
     sentences, jobs = jobs_with_mixner(tokenizer)

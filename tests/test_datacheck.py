@@ -83,6 +83,7 @@ def test_an_undeclared_type_fails_where_the_dataset_declares_its_types(shared_da
     assert check_setting(cfg).errors == []
 
 
+@pytest.mark.slow
 def test_each_member_of_a_union_dataset_is_held_to_its_declared_types(shared_data, tmp_path):
     data = tmp_path / "data"
     for language in (shared_data / "multiconer").iterdir():
@@ -177,6 +178,7 @@ def evaluate(*args: str) -> subprocess.CompletedProcess:
                           text=True)
 
 
+@pytest.mark.slow
 def test_evaluate_checks_tags_and_prints_precision_recall_support(folder, tmp_path):
     gold = folder / "test.conll"
     pred = tmp_path / "pred.conll"
@@ -196,6 +198,7 @@ def test_evaluate_checks_tags_and_prints_precision_recall_support(folder, tmp_pa
     assert bad.returncode == 1 and f"{gold}:{n}:" in bad.stderr
 
 
+@pytest.mark.slow
 def test_strict_iob2_mode_does_not_count_an_entity_opened_by_i(tmp_path):
     three = tmp_path / "three.conll"
     rows = ["John\tB-PER\tI-PER", "Smith\tI-PER\tI-PER", "met\tO\tO", "Mary\tB-PER\tB-PER", "",
@@ -210,6 +213,7 @@ def test_strict_iob2_mode_does_not_count_an_entity_opened_by_i(tmp_path):
     assert "(strict IOB2)" in strict.stdout and "R 75.00" in micro(strict), strict.stdout
 
 
+@pytest.mark.slow
 def test_evaluate_warns_about_a_type_found_once_in_the_gold_data(folder, tmp_path):
     gold = folder / "test.conll"
     n = first_tagged_line(gold)

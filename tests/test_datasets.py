@@ -16,6 +16,7 @@ from aclm.base.datasets import fetch_from_hub, get_spec, load_split, registry
 from aclm.base.paths import PROJECT_ROOT
 
 
+@pytest.mark.slow
 def test_every_registered_file_reads_cleanly(shared_data):
     for name, spec in registry().items():
         if spec.union or spec.obtain:     # users bring the files of an `obtain` entry (test below)
@@ -76,6 +77,7 @@ def test_a_missing_official_file_says_where_the_release_goes(tmp_path):
         load_split("multiconer_official/de", "test", tmp_path)
 
 
+@pytest.mark.slow
 def test_official_test_set_scores_through_the_registry(tmp_path):
     spec = get_spec("multiconer_official/en")
     gold = spec.path(spec.test, FIXTURES)

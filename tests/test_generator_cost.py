@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 from transformers import TrainerCallback
 
@@ -49,6 +50,7 @@ def trainer_checkpoints(training_arguments):
     return args
 
 
+@pytest.mark.slow
 def test_the_generator_is_the_one_the_trainers_checkpoints_gave(fast, tmp_path, monkeypatch):
     # restoring counts only where the best epoch is not the last: the tiny generator's dev loss is lowest at
     # epoch 4 of these 8; at lr 0.3 over 4 epochs it was lowest at epoch 3 on one CPU and at the last on another

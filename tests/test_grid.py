@@ -96,6 +96,7 @@ def test_sweep_values_run_as_variants_sharing_s1_except_the_profiles_own():
     assert layers["last_4"] == "keywords.layers-last4"  # the released code uses 8-11
 
 
+@pytest.mark.slow
 def test_grids_agree_on_shared_runs_and_a_clash_is_found():
     for profile in ("paper", "reference_code", "tiny"):
         assert conflicts(c for name in grid_names() for c in expand(load_grid(name), profile)) == []

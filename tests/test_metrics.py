@@ -62,6 +62,7 @@ def test_mismatched_lengths_give_a_clear_error():
         evaluate_tags([["O"], ["O"]], [["O"]])
 
 
+@pytest.mark.slow
 def test_evaluate_script_on_files(tmp_path):
     gold = tmp_path / "gold.conll"
     pred = tmp_path / "pred.conll"
@@ -75,6 +76,7 @@ def test_evaluate_script_on_files(tmp_path):
     assert scores["precision"] == pytest.approx(50.0) and scores["recall"] == pytest.approx(50.0)
 
 
+@pytest.mark.slow
 def test_evaluate_script_rejects_different_tokens(tmp_path):
     gold = tmp_path / "gold.conll"
     pred = tmp_path / "pred.conll"

@@ -148,6 +148,7 @@ def test_missing_release_files_stop_the_grid_before_any_run(tmp_path, monkeypatc
     assert not runs.exists()
 
 
+@pytest.mark.slow
 def test_a_cell_on_the_official_layout_runs_and_its_table_names_the_official_test_sets(
         official_data, tmp_path, tiny_models):
     (tmp_path / "official.yaml").write_text(GRID)

@@ -82,6 +82,7 @@ def test_a_second_run_of_the_same_folder_fails_naming_the_first_and_waits_with_w
     assert later_out.splitlines()[-1] == out.splitlines()[-1]          # the same result, trained once
 
 
+@pytest.mark.slow
 def test_runs_with_other_overrides_write_other_folders_and_print_their_own_result(tiny_models, tmp_path):
     runs = [start("method=gold_only", "profile=tiny", f"ner.epochs={n}", f"run_dir={tmp_path}") for n in (1, 3)]
     printed = []
@@ -241,6 +242,7 @@ def test_a_full_disk_says_no_space_left_and_names_the_folder(tmp_path, monkeypat
     assert not (tmp_path / "s1").exists()
 
 
+@pytest.mark.slow
 def test_a_disk_full_at_the_start_is_one_line(tiny_models, tmp_path):
     """The first write of a run is its lock's holder record: a full disk there ends the run in one line."""
     done = subprocess.run([sys.executable, "-c", "import sys; from aclm.engine import locks; import errno\n"

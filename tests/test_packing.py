@@ -99,6 +99,7 @@ def test_s4_and_s5_need_more_in_a_language_whose_batches_pad_longer(tmp_path):
     assert stage_needs(ACLM, measured, {"zh": 2.0})["s4_generator@zh"] == measured["s4_generator@zh"]
 
 
+@pytest.mark.slow
 def test_padded_lengths_by_language_with_the_real_vocabulary(real_vocab, shared_data):
     from aclm.experiments.packing import length_ratios
 

@@ -43,6 +43,7 @@ def test_preflight_on_the_real_vocabulary_stand_ins(real_vocab, tiny_models):
     assert out.rstrip().endswith("preflight passed")
 
 
+@pytest.mark.slow
 def test_preflight_names_a_model_that_does_not_load_before_any_stage(real_vocab, tiny_models):
     done = preflight("generator.model=models/tiny-250k/no-such-model", "run_dir=runs/preflight-missing")
     assert done.returncode == 1

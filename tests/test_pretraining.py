@@ -90,6 +90,7 @@ def micro() -> dict:
             "train": {"steps": 6, "batch_size": 8, "warmup_steps": 1}}
 
 
+@pytest.mark.slow
 def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_killed(shared_data, tmp_path,
                                                                                         monkeypatch, caplog):
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
@@ -128,6 +129,7 @@ def test_a_build_is_deterministic_skipped_when_current_and_resumes_where_it_was_
     assert resumed["heldout"] == whole["heldout"] and resumed["fingerprint"] == whole["fingerprint"]
 
 
+@pytest.mark.slow
 def test_a_build_in_the_user_cache_is_linked_by_the_next_checkout_not_rebuilt(shared_data, tmp_path):
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
         pytest.skip("no WikiNEuRal text in the data folder")
@@ -142,6 +144,7 @@ def test_a_build_in_the_user_cache_is_linked_by_the_next_checkout_not_rebuilt(sh
     assert not rebuilt and adopted == own and (tmp_path / "c" / "mini").is_symlink()
 
 
+@pytest.mark.slow
 def test_a_build_names_its_code_and_rebuilds_when_the_text_as_read_changes(shared_data, tmp_path, monkeypatch):
     if not (shared_data / "wikineural" / "en" / "silver.conllu").exists():
         pytest.skip("no WikiNEuRal text in the data folder")

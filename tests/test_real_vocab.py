@@ -161,6 +161,7 @@ def test_constrained_decoding_gives_back_each_templates_entities(generator, shar
 
 # --------------------------------------------------------------------------- generator.label_init: released
 
+@pytest.mark.slow
 def test_the_released_order_pairs_a_types_b_and_i_tokens_as_documented():
     """Over hash seeds 0-199, the released line 62's order gives 114 runs in which no type's <b-x> and <i-x>
     start from the same word, 0.56 such types on average (docs/reference-code.md)."""
@@ -193,6 +194,7 @@ def test_released_label_init_draws_on_the_released_ids(real_vocab):
         add_released(model, tokenizer, ["GENE"], seed=3)
 
 
+@pytest.mark.slow
 def test_an_earlier_builds_vocabulary_file_builds_the_same_models_and_no_other_file_is_taken(real_vocab, tmp_path):
     """What an offline GPU node without the package does: the GPU bundle carries the vocabulary file."""
     import hashlib

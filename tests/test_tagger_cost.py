@@ -79,6 +79,7 @@ def check_identical(ours: dict, flair: dict) -> None:
     assert ours["facts"]["epochs_trained"] == flair["facts"]["epochs_trained"]
 
 
+@pytest.mark.slow
 def test_tiny_tagger_scores_and_predicts_as_on_flairs_path(tiny_models, tmp_path):
     ours, flair = train_twice(tmp_path, TINY, "sample/en", 200, 60)
     check_identical(ours, flair)

@@ -181,6 +181,7 @@ def test_each_methods_chain_is_declared_as_data():
                    for r in s.inputs.values())
 
 
+@pytest.mark.slow
 def test_list_stages_prints_a_chain_and_a_stage_script_refuses_a_stage_its_method_lacks(tmp_path):
     listed = subprocess.run([sys.executable, "scripts/run_method.py", "--list-stages", "method=lwtr", "profile=tiny"],
                             cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.splitlines()

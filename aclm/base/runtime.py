@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import platform
 import random
+import sys
 import time
 from contextlib import contextmanager
 from importlib import metadata
@@ -22,6 +23,13 @@ Interrupted = signals.Interrupted
 
 _LIBRARIES = ("torch", "transformers", "flair", "sentence-transformers", "seqeval",
               "scikit-multilearn", "datasets", "numpy")
+
+
+def cpu_threads() -> int | None:
+    """The intra-op threads torch computes with on the CPU (None: torch not loaded).  A sum splits by the count,
+    so its last bits can differ with it: a stage records it beside its time, as it does its device."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
 
 
 class RunError(RuntimeError):

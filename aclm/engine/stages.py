@@ -26,7 +26,7 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 from aclm.base import tensorboard
 from aclm.base.dicts import config_hash, to_dict
 from aclm.base.io import atomic_dir, read_json, write_json
-from aclm.base.runtime import RunError
+from aclm.base.runtime import RunError, cpu_threads
 from aclm.base.signals import check_interrupted
 from aclm.engine import memory
 from aclm.engine.code import checkout, code_digests, edited_while_running
@@ -181,8 +181,9 @@ def run_stage(name: str, out_dir: Path, config: Mapping, inputs: Sequence[Path],
             "stage": name, "fingerprint": config_hash(now),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - start, 3), "memory": {**peak.facts(), **memory.reserved_peak()},
-            "inputs": list(now["inputs"]), "config": to_dict(config), "identity": now, "reason": reason,
-            "checkout": checkout(), "lease": lease, "facts": found, "outputs": _listing(scratch), "bytes": folder_bytes(scratch)})
+            "threads": cpu_threads(), "inputs": list(now["inputs"]), "config": to_dict(config), "identity": now,
+            "reason": reason, "checkout": checkout(), "lease": lease, "facts": found, "outputs": _listing(scratch),
+            "bytes": folder_bytes(scratch)})
     log.info("%s: done in %.1f s", name, time.perf_counter() - start)
     return True
 

@@ -41,9 +41,10 @@ from aclm.base import registry
 from aclm.base.config import ConfigError
 from aclm.base.logs import logging_to
 from aclm.base.signals import check_interrupted
-from aclm.engine import STAMP, Pruned, Stale, folder_lock, planning, prune, stamp
+from aclm.engine import Pruned, Stale, folder_lock, planning, prune
 from aclm.engine.stages import Stage, in_planning
 from aclm.run.datacheck import preflight
+from aclm.run.estimates import recorded_seconds, rest
 from aclm.stages import layout
 from aclm.stages.augment import augment_stage
 from aclm.stages.generation import generation_stage
@@ -177,7 +178,7 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
     with folder_lock(here.root, here.method_dir.name, here.method_dir, wait=wait), logging_to(here.log_path):
         log.info("run of %s (%s)", cfg.method, " ".join(sys.argv))
         return _run_steps(cfg, steps, by_name, until, forced, done,
-                          {step.name: recorded_seconds(cfg, step.name) or 0.0 for step in steps})
+                          {step.name: recorded_seconds(cfg, step.name) for step in steps})
 
 
 def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
@@ -196,19 +197,11 @@ def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
     return [*((name, "current") for name in done), (first, reason), *((n, f"after {first}") for n in after)]
 
 
-def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
-    """The median time the stage ``name`` took in the runs of this profile under ``run_dir`` (None: none
-    recorded): a rough guess of what it will take here."""
-    times = sorted(stamp(path.parent)["seconds"]
-                   for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}"))
-    return times[len(times) // 2] if times else None
-
-
 def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], until: str | None,
-               forced: set[str], done: dict[str, Path], estimates: Mapping[str, float] | None = None
+               forced: set[str], done: dict[str, Path], recorded: Mapping[str, float | None] | None = None
                ) -> dict[str, Path]:
-    """Run (or, planning, check) ``steps`` in order into ``done``; with ``estimates`` (seconds a stage took in
-    this profile's runs), say after each stage how long the rest may take."""
+    """Run (or, planning, check) ``steps`` in order into ``done``; with ``recorded`` (seconds a stage took in
+    this profile's runs, None where unknown), say after each stage how long the rest may take."""
 
     def run(step: Step, again: bool = False) -> Path:
         upstream: dict = {argument: done[source] for argument, source in step.inputs.items()}
@@ -231,10 +224,8 @@ def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], unt
             return done
         if step.frees:
             prune(done[step.frees])
-        if estimates and at < len(steps):
-            left = sum(estimates[s.name] for s in steps[at:])
-            log.info("%d of %d stages done; the rest takes up to about %.1f min (as in this profile's runs)", at,
-                     len(steps), left / 60)
+        if recorded is not None and at < len(steps):
+            log.info("%d of %d stages done; %s", at, len(steps), rest([s.name for s in steps[at:]], recorded, done))
     return done
 
 

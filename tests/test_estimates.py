@@ -1,0 +1,41 @@
+"""The "the rest takes" line: each stage still to run counted from what is known, none counted as no time."""
+import json
+
+from aclm.engine.stages import STAMP
+from aclm.run.estimates import duration, rest
+from aclm.stages import layout
+
+TO_DO = [layout.S7, layout.S7_EVAL]
+
+
+def stage(tmp_path, name, seconds, **facts):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / STAMP).write_text(json.dumps({"stage": name, "seconds": seconds, "facts": facts}))
+    return folder
+
+
+def test_s7_is_counted_from_this_runs_s1_scaled_by_its_training_sentences(tmp_path):
+    done = {layout.S1: stage(tmp_path, layout.S1, 30.0, train=100, training={"seconds": {"train": 10.0}}),
+            layout.S1_EVAL: stage(tmp_path, layout.S1_EVAL, 20.0),
+            layout.S6: stage(tmp_path, layout.S6, 0.1, added=50)}
+    line = rest(TO_DO, {layout.S7: None, layout.S7_EVAL: None}, done)
+    assert line.startswith("the rest takes up to about 55 s")             # 30 + 10 * 50/100, then 20
+
+
+def test_a_recorded_time_comes_before_the_siblings(tmp_path):
+    done = {layout.S1_EVAL: stage(tmp_path, layout.S1_EVAL, 30.0)}
+    assert "about 4.0 min" in rest([layout.S7_EVAL], {layout.S7_EVAL: 240.0}, done)
+
+
+def test_unknown_stages_are_named_never_counted_as_nothing(tmp_path):
+    nothing = rest([layout.S4, layout.S5], {layout.S4: None, layout.S5: None}, {})
+    assert nothing == f"no estimate yet for the rest ({layout.S4}, {layout.S5}: not run before in this profile)"
+    partly = rest([layout.S5, layout.S6], {layout.S5: None, layout.S6: 0.02}, {})
+    assert partly.startswith(f"the rest takes under 1 s for {layout.S6}, more for the others ({layout.S5}:")
+    assert " 0 " not in nothing + partly and "0.0" not in nothing + partly
+    assert rest([layout.S6], {layout.S6: 0.02}, {}).startswith("the rest takes under 1 s (")
+
+
+def test_durations_read_as_seconds_then_minutes():
+    assert [duration(s) for s in (0.02, 1.4, 89, 90, 600)] == ["under 1 s", "1 s", "89 s", "1.5 min", "10.0 min"]
