@@ -22,7 +22,7 @@ from aclm.base.data import bio_spans
 from aclm.stages import layout, outputs
 from aclm.run.chain import plan, result_dir
 from aclm.run.cli import main_guard, parse, stage_parser
-from aclm.run.estimates import recorded_seconds
+from aclm.run.estimates import guesses, recorded_seconds, rest
 from aclm.stages.gold import dataset_files
 from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
@@ -31,9 +31,6 @@ EXAMPLES = 6
 #: the taggers' epochs here: the profile's 100 would train up to five times as long (the demo takes 10 minutes);
 #: in its own run folder, so that the mini Table 1's converged runs are not retrained
 DEMO_EPOCHS = 20
-#: what the demo took on 2 idle cores the first time (the mini generator already built): the guess where no
-#: run of it has recorded its stages' times yet
-FIRST_RUN_MINUTES = 10
 KEYWORD_EXAMPLES = 5
 
 
@@ -98,18 +95,14 @@ def show_keywords(cfg) -> None:
         print(f"template : {by_tokens[tuple(r['tokens'])]}")
 
 
-def expected_minutes(overrides: list[str]) -> tuple[float, str]:
-    """How long the demo should take here: the recorded times of the stages not yet current (both methods'
-    chains, shared stages once), or the first run's measured figure where none is recorded."""
+def expected(overrides: list[str]) -> str:
+    """How long the demo should take here: the stages not yet current of both methods' chains (shared ones
+    once), each counted from this demo's earlier runs, else the profile's measured run of this recipe."""
     todo: dict[str, float | None] = {}
     for method in ("gold_only", "aclm"):
         cfg = run_config([*overrides, f"method={method}"])
         todo.update({name: recorded_seconds(cfg, name) for name, state in plan(cfg) if state != "current"})
-    if not todo:
-        return 0.0, "every stage is current"
-    if any(seconds is None for seconds in todo.values()):
-        return FIRST_RUN_MINUTES, "measured on 2 idle cores; more while other processes share them"
-    return sum(todo.values()) / 60, f"the times its stages recorded under {cfg.run_dir}"
+    return rest(guesses(cfg, todo)) if todo else "nothing to run: every stage is current"
 
 
 def main() -> None:
@@ -119,8 +112,7 @@ def main() -> None:
     if missing and not any(o.startswith("dataset=") for o in args.overrides):
         print(f"{missing[0]} not found (set ACLM_DATA_DIR to the data folder): using the bundled sample instead")
         overrides += ["dataset=sample/en", "gold=full"]
-    minutes, source = expected_minutes(overrides)
-    print(f"expected: about {minutes:.0f} min ({source})", flush=True)
+    print(f"expected: {expected(overrides)}", flush=True)
     results = {}
     for method in ("gold_only", "aclm"):
         cfg = run_config([*overrides, f"method={method}"])

@@ -17,7 +17,7 @@ import textwrap
 from aclm.base import registry
 from aclm.run.chain import chain, plan, run_method
 from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser, summary
-from aclm.run.estimates import duration, recorded_seconds, rest
+from aclm.run.estimates import duration, guesses, recorded_seconds, rest
 
 
 def list_methods() -> None:
@@ -60,13 +60,12 @@ def main() -> None:
     force = chain(cfg)[0].name if args.force else args.force_from
     if args.dry_run:
         states = plan(cfg, force)
-        recorded = {name: recorded_seconds(cfg, name) for name, state in states if state != "current"}
+        guessed = guesses(cfg, {name: recorded_seconds(cfg, name) for name, state in states if state != "current"})
         for name, state in states:
-            seconds = recorded.get(name)
-            guess = "" if state == "current" else f"  [{'no time recorded' if seconds is None else duration(seconds)}]"
+            seconds = guessed.get(name)
+            guess = "" if state == "current" else f"  [{'not known' if seconds is None else duration(seconds)}]"
             print(f"{name:<15} {'current' if state == 'current' else 'would run: ' + state}{guess}")
-        print("total: " + (f"{rest(recorded, recorded, {})}; times recorded under {cfg.run_dir}" if recorded
-                           else "every stage is current"))
+        print("total: " + (rest(guessed) if guessed else "every stage is current"))
         return
     print(summary(cfg, run_method(cfg, force=force, wait=args.wait)))
 

@@ -2,9 +2,14 @@
 import json
 
 from aclm.engine.stages import STAMP
-from aclm.run.estimates import duration, rest
+from omegaconf import OmegaConf
+
+from aclm.base.config import load_config
+from aclm.run import estimates
+from aclm.run.estimates import duration, guesses, rest
 from aclm.stages import layout
 
+MINI = load_config(["profile=mini", "run_dir=/nonexistent"])
 TO_DO = [layout.S7, layout.S7_EVAL]
 
 
@@ -19,22 +24,40 @@ def test_s7_is_counted_from_this_runs_s1_scaled_by_its_training_sentences(tmp_pa
     done = {layout.S1: stage(tmp_path, layout.S1, 30.0, train=100, training={"seconds": {"train": 10.0}}),
             layout.S1_EVAL: stage(tmp_path, layout.S1_EVAL, 20.0),
             layout.S6: stage(tmp_path, layout.S6, 0.1, added=50)}
-    line = rest(TO_DO, {layout.S7: None, layout.S7_EVAL: None}, done)
+    line = rest(guesses(MINI, {layout.S7: None, layout.S7_EVAL: None}, done))
     assert line.startswith("the rest takes up to about 55 s")             # 30 + 10 * 50/100, then 20
 
 
 def test_a_recorded_time_comes_before_the_siblings(tmp_path):
     done = {layout.S1_EVAL: stage(tmp_path, layout.S1_EVAL, 30.0)}
-    assert "about 4.0 min" in rest([layout.S7_EVAL], {layout.S7_EVAL: 240.0}, done)
+    assert "about 4.0 min" in rest(guesses(MINI, {layout.S7_EVAL: 240.0}, done))
 
 
 def test_unknown_stages_are_named_never_counted_as_nothing(tmp_path):
-    nothing = rest([layout.S4, layout.S5], {layout.S4: None, layout.S5: None}, {})
-    assert nothing == f"no estimate yet for the rest ({layout.S4}, {layout.S5}: not run before in this profile)"
-    partly = rest([layout.S5, layout.S6], {layout.S5: None, layout.S6: 0.02}, {})
+    nothing = rest({layout.S4: None, layout.S5: None})
+    assert nothing == f"no estimate yet for the rest ({layout.S4}, {layout.S5}: neither run nor measured in this profile)"
+    partly = rest({layout.S5: None, layout.S6: 0.02})
     assert partly.startswith(f"the rest takes under 1 s for {layout.S6}, more for the others ({layout.S5}:")
     assert " 0 " not in nothing + partly and "0.0" not in nothing + partly
-    assert rest([layout.S6], {layout.S6: 0.02}, {}).startswith("the rest takes under 1 s (")
+    assert rest({layout.S6: 0.02}).startswith("the rest takes under 1 s (")
+
+
+def test_a_first_run_counts_from_its_profiles_measured_run_of_the_same_recipe(tmp_path, monkeypatch):
+    setting = tmp_path / "mini" / "multiconer" / "en" / "gold100" / "seed1"
+    setting.mkdir(parents=True)
+    for name, seconds in ((layout.S4, 300.0), (layout.S5, 60.0)):
+        folder = stage(setting, name, seconds)
+        stamped = json.loads((folder / STAMP).read_text())
+        (folder / STAMP).write_text(json.dumps({**stamped, "threads": 2, "finished": f"2026-11-28T20:0{seconds // 100}",
+                                                "checkout": {"commit": "0123456789abcdef", "dirty": False}}))
+    monkeypatch.setattr(estimates, "MEASURED", tmp_path / "stage_seconds.json")
+    estimates.record(setting, "mini", {}, "make run PROFILE=mini")
+    estimates.record(setting, "mini", {"ner.epochs": 20}, "make demo")
+    entry = estimates.measured_run(OmegaConf.merge(MINI, {"ner": {"epochs": 20}}))
+    assert (entry["command"], entry["commit"], entry["threads"]) == ("make demo", "0123456", [2])
+    assert estimates.measured_run(MINI)["command"] == "make run PROFILE=mini"       # the profile's own recipe
+    assert rest(guesses(MINI, {layout.S4: None, layout.S5: 30.0})).startswith("the rest takes up to about 5.5 min")
+    assert estimates.measured_run(OmegaConf.merge(MINI, {"profile": "tiny"})) is None
 
 
 def test_durations_read_as_seconds_then_minutes():

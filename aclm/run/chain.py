@@ -44,7 +44,7 @@ from aclm.base.signals import check_interrupted
 from aclm.engine import Pruned, Stale, folder_lock, planning, prune
 from aclm.engine.stages import Stage, in_planning
 from aclm.run.datacheck import preflight
-from aclm.run.estimates import recorded_seconds, rest
+from aclm.run.estimates import guesses, recorded_seconds, rest
 from aclm.stages import layout
 from aclm.stages.augment import augment_stage
 from aclm.stages.generation import generation_stage
@@ -225,7 +225,8 @@ def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], unt
         if step.frees:
             prune(done[step.frees])
         if recorded is not None and at < len(steps):
-            log.info("%d of %d stages done; %s", at, len(steps), rest([s.name for s in steps[at:]], recorded, done))
+            todo = {s.name: recorded[s.name] for s in steps[at:]}
+            log.info("%d of %d stages done; %s", at, len(steps), rest(guesses(cfg, todo, done)))
     return done
 
 

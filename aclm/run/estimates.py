@@ -1,9 +1,13 @@
-"""How long the rest of a run may take, said after each stage and by ``--dry-run``.
+"""How long the rest of a run may take, said after each stage, by ``--dry-run`` and by the demo.
 
 A stage still to run is counted from what is known of it, in this order: the median time it took in this
-profile's earlier runs; else a stage of this run that did the same work (S7's tagger from S1's, its training
-time scaled by S7's training sentences, and S7's scoring from S1's, on the same test sets).  A stage with
-neither is named as not yet known, never counted as no time.
+profile's earlier runs under the run folder; else a stage of this run that did the same work (S7's tagger from
+S1's, its training time scaled by S7's training sentences, and S7's scoring from S1's, on the same test sets);
+else the profile's measured run (:data:`MEASURED`: one run per profile and recipe on 2 idle cores, with its
+command and commit), which a first run on a new machine has.  A stage with none of these is named as not yet
+known, never counted as no time.
+
+    python -m aclm.run.estimates SETTING_FOLDER --profile NAME --command '...' [KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -11,13 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from aclm.base.io import read_json, write_json
+from aclm.base.paths import CONFIG_DIR
 from aclm.engine.stages import STAMP, stamp
 from aclm.stages import layout
 
 #: a stage and the earlier stage of the same run that does the same work
 SIBLINGS = {layout.S7: layout.S1, layout.S7_EVAL: layout.S1_EVAL}
+#: per profile, runs measured on 2 idle cores: the keys they set beyond the profile, each stage's seconds
+MEASURED = CONFIG_DIR / "stage_seconds.json"
 
 
 def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
@@ -26,6 +34,13 @@ def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
     times = sorted(stamp(path.parent)["seconds"]
                    for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}"))
     return times[len(times) // 2] if times else None
+
+
+def measured_run(cfg: DictConfig) -> dict | None:
+    """The measured run of ``cfg``'s profile whose keys ``cfg`` has (a recipe's own before the profile's)."""
+    runs = read_json(MEASURED).get(cfg.profile, []) if MEASURED.exists() else []
+    fitting = [r for r in runs if all(OmegaConf.select(cfg, k) == v for k, v in r["keys"].items())]
+    return max(fitting, key=lambda r: len(r["keys"]), default=None)
 
 
 def sibling_seconds(name: str, done: Mapping[str, Path]) -> float | None:
@@ -48,23 +63,58 @@ def duration(seconds: float) -> str:
     return "under 1 s" if seconds < 1 else f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-def rest(names: Iterable[str], recorded: Mapping[str, float | None], done: Mapping[str, Path]) -> str:
-    """What the stages ``names`` still to run may take, and which of them that guess leaves out."""
-    known: dict[str, float] = {}
-    unknown: list[str] = []
-    for name in names:
-        guess = recorded.get(name)
-        guess = sibling_seconds(name, done) if guess is None else guess
-        if guess is None:
-            unknown.append(name)
-        else:
-            known[name] = guess
+def guesses(cfg: DictConfig, recorded: Mapping[str, float | None], done: Mapping[str, Path] | None = None
+            ) -> dict[str, float | None]:
+    """Each stage of ``recorded`` (its :func:`recorded_seconds`) counted from what is known of it (None: nothing)."""
+    measured = (measured_run(cfg) or {}).get("seconds", {})
+    out = {}
+    for name, seconds in recorded.items():
+        seconds = sibling_seconds(name, done or {}) if seconds is None else seconds
+        out[name] = measured.get(name) if seconds is None else seconds
+    return out
+
+
+def rest(guessed: Mapping[str, float | None]) -> str:
+    """What the stages still to run may take (``guessed``: :func:`guesses`), and which of them it leaves out."""
+    known = {name: seconds for name, seconds in guessed.items() if seconds is not None}
+    unknown = [name for name in guessed if name not in known]
     seconds = sum(known.values())
     total = duration(seconds)
     if not unknown:
         about = "up to about " if seconds >= 1 else ""
-        return f"the rest takes {about}{total} (as in this profile's runs and this one's)"
-    missing = f"{', '.join(unknown)}: not run before in this profile"
+        return f"the rest takes {about}{total} (as in this profile's runs, this one's or its measured run)"
+    missing = f"{', '.join(unknown)}: neither run nor measured in this profile"
     if not known:
         return f"no estimate yet for the rest ({missing})"
     return f"the rest takes {total} for {', '.join(known)}, more for the others ({missing})"
+
+
+def record(folder: Path, profile: str, keys: Mapping[str, object], command: str) -> dict:
+    """Write the finished run under ``folder`` (its setting folder, method folders inside) as ``profile``'s
+    measured run with ``keys`` (what it set beyond the profile), in place of one with the same keys."""
+    stamps = sorted((stamp(path.parent) for path in Path(folder).glob(f"**/{STAMP}")), key=lambda s: s["finished"])
+    commits = {(s["checkout"]["commit"], s["checkout"]["dirty"]) for s in stamps}
+    if not stamps or len(commits) != 1:
+        raise ValueError(f"{folder}: expected the stages of one run at one commit, found {len(stamps)} stages "
+                         f"at {sorted(commits)}")
+    commit, dirty = commits.pop()
+    entry = {"keys": dict(keys), "seconds": {s["stage"]: s["seconds"] for s in stamps},
+             "threads": sorted({s["threads"] for s in stamps}), "command": command,
+             "commit": commit[:7] + (" (uncommitted edits)" if dirty else "")}
+    table = read_json(MEASURED) if MEASURED.exists() else {}
+    table[profile] = [*(r for r in table.get(profile, []) if r["keys"] != entry["keys"]), entry]
+    write_json(MEASURED, table)
+    return entry
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Record a finished run as its profile's measured run.")
+    parser.add_argument("folder", type=Path, help="the run's setting folder (RUN_DIR/PROFILE/DATASET/goldN/seedS)")
+    parser.add_argument("--profile", required=True)
+    parser.add_argument("--command", required=True, help="the command that made the run, as a person would rerun it")
+    parser.add_argument("keys", nargs="*", metavar="KEY=VALUE", help="what the run set beyond the profile")
+    args = parser.parse_args()
+    keys = {k: OmegaConf.create({"v": v}).v for k, v in (pair.split("=", 1) for pair in args.keys)}
+    print(record(args.folder, args.profile, keys, args.command))
