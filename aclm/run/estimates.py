@@ -110,11 +110,13 @@ def record(folder: Path, profile: str, keys: Mapping[str, object], command: str)
 if __name__ == "__main__":
     import argparse
 
+    import yaml
+
     parser = argparse.ArgumentParser(description="Record a finished run as its profile's measured run.")
     parser.add_argument("folder", type=Path, help="the run's setting folder (RUN_DIR/PROFILE/DATASET/goldN/seedS)")
     parser.add_argument("--profile", required=True)
     parser.add_argument("--command", required=True, help="the command that made the run, as a person would rerun it")
     parser.add_argument("keys", nargs="*", metavar="KEY=VALUE", help="what the run set beyond the profile")
-    args = parser.parse_args()
-    keys = {k: OmegaConf.create({"v": v}).v for k, v in (pair.split("=", 1) for pair in args.keys)}
+    args = parser.parse_intermixed_args()
+    keys = {k: yaml.safe_load(v) for k, v in (pair.split("=", 1) for pair in args.keys)}   # ner.epochs=20: 20
     print(record(args.folder, args.profile, keys, args.command))
