@@ -15,7 +15,7 @@ TO_DO = [layout.S7, layout.S7_EVAL]
 
 def stage(tmp_path, name, seconds, **facts):
     folder = tmp_path / name
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / STAMP).write_text(json.dumps({"stage": name, "seconds": seconds, "facts": facts}))
     return folder
 
@@ -62,3 +62,9 @@ def test_a_first_run_counts_from_its_profiles_measured_run_of_the_same_recipe(tm
 
 def test_durations_read_as_seconds_then_minutes():
     assert [duration(s) for s in (0.02, 1.4, 89, 90, 600)] == ["under 1 s", "1 s", "89 s", "1.5 min", "10.0 min"]
+
+
+def test_s7s_scoring_is_counted_from_s1s_in_this_profiles_runs_when_this_run_has_none(tmp_path):
+    cfg = load_config(["profile=mini", f"run_dir={tmp_path}"])
+    stage(tmp_path / "mini" / "multiconer" / "en" / "gold100" / "seed1@gold_only", layout.S1_EVAL, 12.0)
+    assert guesses(cfg, {layout.S7_EVAL: None}) == {layout.S7_EVAL: 12.0}

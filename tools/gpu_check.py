@@ -168,8 +168,11 @@ def run_step(name: str, command: list[str], env: dict, logs: Path) -> dict:
 
 
 def write_json(path: Path, obj) -> None:
+    """Written whole or not at all: a lease that ends mid-write leaves the last complete figures."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2) + "\n")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(partial, path)
 
 
 def code_version() -> str:

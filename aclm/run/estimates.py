@@ -1,11 +1,11 @@
 """How long the rest of a run may take, said after each stage, by ``--dry-run`` and by the demo.
 
 A stage still to run is counted from what is known of it, in this order: the median time it took in this
-profile's earlier runs under the run folder; else a stage of this run that did the same work (S7's tagger from
-S1's, its training time scaled by S7's training sentences, and S7's scoring from S1's, on the same test sets);
-else the profile's measured run (:data:`MEASURED`: one run per profile and recipe on 2 idle cores, with its
-command and commit), which a first run on a new machine has.  A stage with none of these is named as not yet
-known, never counted as no time.
+profile's earlier runs under the run folder; else a stage that did the same work (S7's tagger from this run's
+S1, its training time scaled by S7's training sentences; S7's scoring from S1's, on the same test sets, in this
+run or this profile's others); else the profile's measured run (:data:`MEASURED`: one run per profile and
+recipe on 2 idle cores, with its command and commit), which a first run on a new machine has.  A stage with
+none of these is named as not yet known, never counted as no time.
 
     python -m aclm.run.estimates SETTING_FOLDER --profile NAME --command '...' [KEY=VALUE ...]
 """
@@ -70,6 +70,8 @@ def guesses(cfg: DictConfig, recorded: Mapping[str, float | None], done: Mapping
     out = {}
     for name, seconds in recorded.items():
         seconds = sibling_seconds(name, done or {}) if seconds is None else seconds
+        if seconds is None and name == layout.S7_EVAL:      # the same test sets as S1's scoring in this profile's runs
+            seconds = recorded_seconds(cfg, layout.S1_EVAL)
         out[name] = measured.get(name) if seconds is None else seconds
     return out
 
