@@ -84,7 +84,7 @@ test: $(TINY)  ## the fast tier: unit tests and short runs on tiny models (offli
 test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weights, Slurm (what CI runs)
 	$(PYTHON) -m pytest --durations=25
 
-demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, ~10 min; the generator's first build ~15 min more)
+demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, 7.7 min measured; the generator's first build 11-15 min more)
 	$(PYTHON) scripts/demo.py
 
 # the profile's dataset and splits.seed where DATASET / SEED are not given
