@@ -28,7 +28,7 @@ from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
 
 EXAMPLES = 6
-#: the taggers' epochs here: the profile's 100 would train up to five times as long (the demo takes 10 minutes);
+#: the taggers' epochs here: the profile's 100 would train up to five times as long;
 #: in its own run folder, so that the mini Table 1's converged runs are not retrained
 DEMO_EPOCHS = 20
 KEYWORD_EXAMPLES = 5

@@ -13,7 +13,7 @@ none of these is named as not yet known, never counted as no time.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
