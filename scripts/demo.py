@@ -20,10 +20,10 @@ import json
 from aclm.base.config import load_config
 from aclm.base.data import bio_spans
 from aclm.stages import layout, outputs
-from aclm.run.chain import plan, result_dir
+from aclm.run.chain import plan, run_to_result
 from aclm.run.cli import main_guard, parse, stage_parser
 from aclm.run.estimates import guesses, recorded_seconds, rest
-from aclm.stages.gold import dataset_files
+from aclm.stages.data import dataset_files
 from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
 
@@ -116,7 +116,7 @@ def main() -> None:
     results = {}
     for method in ("gold_only", "aclm"):
         cfg = run_config([*overrides, f"method={method}"])
-        results[method] = outputs.result(result_dir(cfg))
+        results[method] = outputs.result(run_to_result(cfg))
     report = results["aclm"]["augmentation"]
     print(f"\n=== {cfg.dataset}, {results['gold_only']['sizes']['train']} gold sentences, profile {cfg.profile} ===")
     print(f"tagger: {cfg.ner.model} (real pretrained weights); generator: {cfg.generator.model}")

@@ -90,8 +90,8 @@ def main() -> None:
     if args.model:
         from aclm.base.datasets import load_split
         from aclm.base.runtime import select_device
-        from aclm.stages.gold import test_names
-        from aclm.steps.tagger import load_tagger, predict_tags
+        from aclm.stages.scores import test_names
+        from aclm.steps.ner import load_tagger, predict_tags
 
         select_device(cfg.device)
         tagger = load_tagger(args.model)

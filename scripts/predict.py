@@ -72,7 +72,7 @@ def main() -> None:
     sentences = read_input(args.input)
     if not sentences:
         raise DataError(f"{args.input}: no sentences to tag")
-    from aclm.steps.tagger import load_tagger, predict_tags
+    from aclm.steps.ner import load_tagger, predict_tags
 
     select_device(args.device)
     start = time.perf_counter()

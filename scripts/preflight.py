@@ -31,7 +31,7 @@ from aclm.run.datacheck import check_setting
 from aclm.run.modelcheck import Findings, check_models
 from aclm.run.naming import run_config
 from aclm.stages import layout
-from aclm.stages.gold import gold_data
+from aclm.stages.data import data_splits
 from aclm.stages.layout import RunLayout
 from aclm.steps.screening import MALFORMED
 
@@ -79,7 +79,7 @@ def main() -> None:
     report = check_setting(cfg)
     found = Findings(report.lengths + [f"warning: {w}" for w in report.warnings], report.errors)
     if not found.problems:
-        train, _ = gold_data(cfg)
+        train, _ = data_splits(cfg)
         found.add(check_models(cfg, sorted({s.meta["language"] for s in train if s.meta.get("language")}), train))
     show(found)
     if not found.problems:

@@ -540,7 +540,7 @@ def test_a_run_found_made_by_code_changed_since_counts_with_a_warning_naming_it(
     assert "made by code that has changed since it ran: aclm.stages.ner" in report.markdown
 
 
-TRAINING = ("flair", "transformers", "aclm.run.chain", "aclm.steps.tagger", "aclm.steps.generator",
+TRAINING = ("flair", "transformers", "aclm.run.chain", "aclm.steps.ner", "aclm.steps.generator",
             "aclm.steps.generation")
 
 

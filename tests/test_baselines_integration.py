@@ -6,7 +6,7 @@ import pytest
 
 from aclm.base.registry import METHODS
 from aclm.stages import layout, outputs
-from aclm.run.chain import result_dir, run_method
+from aclm.run.chain import run_to_result, run_method
 from aclm.stages.layout import RunLayout
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ def runs(tmp_path_factory):
 def test_baseline_end_to_end(method, runs, shared_data, fast):
     cfg = fast(runs, f"method={method}", "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}",
                "ner.epochs=1", "generator.lr=0.01")
-    result = outputs.result(result_dir(cfg))
+    result = outputs.result(run_to_result(cfg))
     report = result["augmentation"]
     assert result["method"] == method and report["method"] == method
     assert RunLayout.of(cfg).aug_path.exists()
@@ -50,7 +50,7 @@ def test_same_seed_same_augmentations(method, shared_data, fast, tmp_path):
 def test_wikineural_silver_baseline(runs, shared_data, fast):
     cfg = fast(runs, "method=wikineural", "dataset=conll2003/en", "gold=200", f"data_dir={shared_data}",
                "ner.epochs=1", "ner.tagger=bilstm_crf", "ner.hidden_size=32", "ner.rnn_layers=1")
-    result = outputs.result(result_dir(cfg))
+    result = outputs.result(run_to_result(cfg))
     report = result["augmentation"]
     assert report["added"] == report["generation"]["requested"] == 2 * report["gold"]   # R x gold without ACLM
     assert result["config"]["ner"]["tagger"] == "bilstm_crf"

@@ -60,7 +60,7 @@ EDITS = [
      "    keep = set()\n", {"aclm": (S3,)}),
     ("a module constant of a step", "aclm/steps/keywords.py", "\ndef stopwords(",
      "\n_EDITED = True\n\n\ndef stopwords(", {"aclm": (S2,)}),
-    ("the tagger S1 and S7 train", "aclm/steps/tagger.py", "\ndef load_tagger(",
+    ("the tagger S1 and S7 train", "aclm/steps/ner.py", "\ndef load_tagger(",
      "\n_EDITED = True\n\n\ndef load_tagger(", {m: (S1, S6) for m in CHAINS}),      # S6: the consistency filter
     ("the CoNLL readers", "aclm/base/data.py", "\ndef read_conll(", "\n_EDITED = 1\n\n\ndef read_conll(", EVERY),
     ("the stratified sample", "aclm/base/splits.py", "\ndef stratified_indices(",
@@ -73,7 +73,7 @@ EDITS = [
      {"aclm": (S1,), "lwtr": (S1, AUGMENT), "melm": (S1, AUGMENT)}),
     ("the one reader of each stage's files", "aclm/stages/outputs.py", "\ndef gold(", "\n_EDITED = 1\n\n\ndef gold(",
      {"aclm": (S1,), "lwtr": (S1, AUGMENT), "melm": (S1, AUGMENT)}),
-    ("S0's stage module", "aclm/stages/gold.py", "\ndef dataset_files(", "\n_EDITED = 1\n\n\ndef dataset_files(",
+    ("S0's stage module", "aclm/stages/data.py", "\ndef dataset_files(", "\n_EDITED = 1\n\n\ndef dataset_files(",
      EVERY),
     ("the scoring stage only", "aclm/stages/scores.py", "\ndef chain_record(", "\n_EDITED = 1\n\n\ndef chain_record(",
      {m: (S1_EVAL, S7_EVAL) for m in CHAINS}),

@@ -25,7 +25,7 @@ from aclm.engine import code as provenance
 from aclm.run.chain import plan, run_method
 from aclm.run.naming import run_config
 from aclm.stages import layout
-from aclm.stages.gold import data_stage
+from aclm.stages.data import data_stage
 from aclm.stages.keywords import keywords_stage
 from aclm.stages.layout import RunLayout
 from aclm.stages.ner import s1_stage
@@ -39,7 +39,7 @@ def test_a_stage_digests_its_module_what_that_imports_and_their_packages_and_no_
                                                                                   keywords_stage, templates_stage)}
     assert templates in code["s3_templates"] and keywords in code["s2_keywords"]
     assert templates not in code["s2_keywords"] and keywords not in code["s1_ner"]
-    assert "aclm.steps.tagger" in code["s2_keywords"]                  # S2 reads S1's attention
+    assert "aclm.steps.ner" in code["s2_keywords"]                  # S2 reads S1's attention
     for stage, modules in code.items():
         assert {"aclm", "aclm.base", "aclm.stages"} <= set(modules), stage      # the packages they sit in
         assert not [m for m in modules if not provenance.counts(m)], stage       # the schema, registry, engine...
@@ -240,12 +240,12 @@ def test_a_stage_output_edited_in_place_is_not_current(fast, tmp_path):
 def test_an_edited_dataset_entry_reruns_the_gold_sample(fast, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from aclm.stages import gold
+    from aclm.stages import data as s0_module
 
     cfg = fast(tmp_path, "method=gold_only", "dataset=sample/en", "gold=full")
     run_method(cfg)
-    spec = gold.get_spec("sample/en")
-    monkeypatch.setattr(gold, "get_spec", lambda name: replace(spec, language="de") if name == "sample/en"
+    spec = s0_module.get_spec("sample/en")
+    monkeypatch.setattr(s0_module, "get_spec", lambda name: replace(spec, language="de") if name == "sample/en"
                         else spec)                    # configs/datasets.yaml now says sample/en is German
     assert "changed: dataset sample/en" in dict(plan(cfg))[layout.DATA]
 
@@ -255,7 +255,7 @@ def test_code_edited_while_a_stage_runs_is_never_stamped(fast, tmp_path, monkeyp
 
     cfg = fast(tmp_path, "method=gold_only")
     monkeypatch.setattr(provenance, "LOADED_NS", 0)   # every project file now reads as edited since loading
-    with pytest.raises(NotKept, match=r"aclm/stages/gold.py.* changed on disk while this process ran it"):
+    with pytest.raises(NotKept, match=r"aclm/stages/data.py.* changed on disk while this process ran it"):
         run_method(cfg)
     assert not list(tmp_path.rglob(STAMP))
 

@@ -30,7 +30,7 @@ from aclm.steps.generator import add_label_tokens, load_generator, training_argu
 from aclm.steps.generation import Job, decode_jobs, nearest_neighbours
 from aclm.steps.keywords import extract_keywords
 from aclm.steps.labels import parse_generation
-from aclm.steps.tagger import amp
+from aclm.steps.ner import amp
 from conftest import f1_of_predictions
 from aclm.steps.templates import render, skeleton
 

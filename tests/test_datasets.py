@@ -218,12 +218,12 @@ def test_a_folder_with_only_train_carves_dev_and_has_no_test(tmp_path):
     from aclm.base.config import load_config
     from aclm.base.data import DataError
     from aclm.base.datasets import require_split
-    from aclm.stages import gold
+    from aclm.stages import data as s0_module
 
     folder = write_folder(tmp_path / "only_train", splits=("train",), sentences=EN * 5)
     cfg = load_config(["profile=tiny", "method=lwtr", f"dataset={folder}", "gold=full", f"run_dir={tmp_path}"])
     assert load_split(cfg.dataset, "dev") is None                 # carved out of train by the data stage
-    train, dev = gold.gold_data(cfg)
+    train, dev = s0_module.data_splits(cfg)
     assert len(train) + len(dev) == 20 and 1 <= len(dev) <= 2     # dev: up to a tenth, disjoint from train
     assert not {s.meta["source"] for s in train} & {s.meta["source"] for s in dev}   # file:line: repeated words
     with pytest.raises(DataError, match=r"only_train has no test file.*add test\.conll \(or test\.conllu"):

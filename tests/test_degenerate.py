@@ -20,7 +20,7 @@ from aclm.base.data import read_conll
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.registry import METHODS
 from aclm.run.datacheck import check_setting
-from aclm.stages.gold import gold_data
+from aclm.stages.data import data_splits
 
 SAMPLE = PROJECT_ROOT / "data" / "sample" / "en"
 PROFILES = sorted(p.stem for p in (PROJECT_ROOT / "configs" / "profiles").glob("*.yaml"))
@@ -181,8 +181,8 @@ def test_a_dev_set_taken_from_train_is_a_warning(folder, caplog):
     assert report.errors == []
     assert report.warnings == [f"{folder} has no dev file: S0 takes {n // 10} of the {n} sentences of its train set "
                                f"({folder / 'train.conll'}) as its dev set"]
-    with caplog.at_level(logging.WARNING, logger="aclm.stages.gold"):
-        train, dev = gold_data(cfg)
+    with caplog.at_level(logging.WARNING, logger="aclm.stages.data"):
+        train, dev = data_splits(cfg)
     assert (len(train), len(dev)) == (n - n // 10, n // 10)
     assert f"{n // 10} of the {n} sentences of {folder / 'train.conll'} are taken as its dev set" in caplog.text
 
@@ -250,16 +250,16 @@ def test_a_run_stopping_early_is_checked_for_the_models_its_stages_load(monkeypa
 ])
 def test_aclm_with_no_keyword_or_nothing_mixed_runs_under_its_name_flagged(fast, tmp_path, overrides, flag):
     """Table 5 sweeps p down to 0, so such values run; their result says what ran and warns."""
-    from aclm.run.chain import result_dir
+    from aclm.run.chain import run_to_result
 
-    result = json.loads((result_dir(fast(tmp_path, "method=aclm", *overrides)) / "result.json").read_text())
+    result = json.loads((run_to_result(fast(tmp_path, "method=aclm", *overrides)) / "result.json").read_text())
     assert any(warning.startswith(flag) for warning in result["warnings"]), result["warnings"]
     assert result["ran"]["keywords" if flag.startswith("S2") else "mixed"] == 0
 
 
 def test_plain_aclm_says_what_it_ran_and_is_not_flagged(fast, tmp_path):
-    from aclm.run.chain import result_dir
+    from aclm.run.chain import run_to_result
 
-    result = json.loads((result_dir(fast(tmp_path, "method=aclm")) / "result.json").read_text())
+    result = json.loads((run_to_result(fast(tmp_path, "method=aclm")) / "result.json").read_text())
     assert result["ran"]["keywords"] > 0 and result["ran"]["mixed"] > 0
     assert not [w for w in result["warnings"] if w.startswith(("S2 kept", "S5 mixed"))]

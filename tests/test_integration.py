@@ -10,8 +10,8 @@ import pytest
 from aclm.base.data import read_conll
 from aclm.base.io import read_json
 from aclm.base.splits import type_shares
-from aclm.run.chain import result_dir
-from aclm.stages.gold import gold_data
+from aclm.run.chain import run_to_result
+from aclm.stages.data import data_splits
 from aclm.stages.layout import RunLayout
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ def test_make_splits_on_multiconer_en(shared_data, tmp_path):
 
 def test_gold_only_multiconer_en_100(shared_data, fast, tmp_path):
     cfg = fast(tmp_path, "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}", "ner.epochs=1")
-    result = read_json(result_dir(cfg) / "result.json")
+    result = read_json(run_to_result(cfg) / "result.json")
     assert result["sizes"]["test:multiconer/en"] == 2000
     assert abs(result["sizes"]["train"] - 100) <= 5
     assert set(result["per_type"]) <= {"PER", "LOC", "GRP", "CORP", "CW", "PROD"}
@@ -48,7 +48,7 @@ def test_gold_only_multiconer_en_100(shared_data, fast, tmp_path):
 def test_aclm_chain_multiconer_en_100(shared_data, fast, tmp_path):
     cfg = fast(tmp_path, "method=aclm", "dataset=multiconer/en", "gold=100", f"data_dir={shared_data}",
                "ner.epochs=1")
-    result = read_json(result_dir(cfg) / "result.json")
+    result = read_json(run_to_result(cfg) / "result.json")
     assert result["method"] == "aclm"
     run = RunLayout.of(cfg)
     for stage in ("s2_keywords", "s3_templates", "s4_generator", "s5_generation", "s6_postprocess", "s7_ner"):
@@ -63,18 +63,18 @@ def test_released_samples_and_carved_dev(shared_data, fast, tmp_path):
     for seed in (1, 2):   # the default (auto) reads the released sample: seeds vary training only
         cfg = fast(tmp_path, "dataset=multiconer/de", "gold=200", f"seed={seed}", "splits.dev_size=null",
                    f"data_dir={shared_data}")
-        train, dev = gold_data(cfg)
+        train, dev = data_splits(cfg)
         assert [s.tokens for s in train] == [s.tokens for s in released] and len(dev) == 800
     cfg = fast(tmp_path, "dataset=multiconer/de", "gold=200", "splits.dev_size=gold", f"data_dir={shared_data}")
-    assert abs(len(gold_data(cfg)[1]) - len(released)) <= 0.1 * len(released)  # the paper's downsampled dev
+    assert abs(len(data_splits(cfg)[1]) - len(released)) <= 0.1 * len(released)  # the paper's downsampled dev
 
-    stratified = [gold_data(fast(tmp_path, "dataset=multiconer/de", "gold=200", "splits.source=stratified",
+    stratified = [data_splits(fast(tmp_path, "dataset=multiconer/de", "gold=200", "splits.source=stratified",
                                  f"splits.seed={s}", f"data_dir={shared_data}"))[0] for s in (1, 1, 2)]
     assert [x.tokens for x in stratified[0]] == [x.tokens for x in stratified[1]]
     assert [x.tokens for x in stratified[0]] != [x.tokens for x in stratified[2]]
     assert [x.tokens for x in stratified[0]] != [s.tokens for s in released]
 
     cfg = fast(tmp_path, "dataset=tdmsci", "gold=200", "splits.dev_size=gold", f"data_dir={shared_data}")
-    train, dev = gold_data(cfg)   # no released sample, no dev file: stratified, dev carved out of train
+    train, dev = data_splits(cfg)   # no released sample, no dev file: stratified, dev carved out of train
     assert abs(len(train) - 200) <= 10 and abs(len(dev) - len(train)) <= 20
     assert {s.meta["source"] for s in train}.isdisjoint(s.meta["source"] for s in dev)   # file:line of each

@@ -25,7 +25,7 @@ from aclm.base.paths import PROJECT_ROOT
 from aclm.stages.layout import RESULT, RunLayout
 from aclm.run.naming import run_config
 from aclm.engine import STAMP
-from aclm.steps.tagger import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
+from aclm.steps.ner import EarlyStopping, TrainingInterrupted, schedule_plugins, stop_reason
 
 pytestmark = pytest.mark.slow
 

@@ -204,12 +204,12 @@ def test_reference_code_lwtr_adds_exactly_r_sentences_per_gold_sentence(tiny_mod
     (the hub models swapped for the tiny ones, the only change)."""
     from aclm.base.config import load_config
     from aclm.stages import outputs
-    from aclm.run.chain import result_dir, run_method
+    from aclm.run.chain import run_to_result, run_method
 
     cfg = load_config(["profile=reference_code", "method=lwtr", "dataset=sample/en", "gold=full", "ner.epochs=1",
                        "ner.model=models/tiny/xlm-roberta", "ner.on_no_learning=warn", f"run_dir={tmp_path}"])
     assert not cfg.postprocess.consistency_filter and not cfg.postprocess.drop_copies
     run_method(cfg)
-    report = outputs.result(result_dir(cfg))["augmentation"]
+    report = outputs.result(run_to_result(cfg))["augmentation"]
     assert report["added"] == cfg.generation.rounds * report["gold"]
     assert report["postprocess"]["kept"] == report["postprocess"]["candidates"]

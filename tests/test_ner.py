@@ -7,7 +7,7 @@ from flair.trainers.plugins import AnnealingPlugin, LinearSchedulerPlugin, Train
 
 
 from aclm.base.config import load_config
-from aclm.steps.tagger import EarlyStopping, build_tagger, schedule_plugins
+from aclm.steps.ner import EarlyStopping, build_tagger, schedule_plugins
 
 
 def test_schedules_follow_the_config(tmp_path):
@@ -44,7 +44,7 @@ def test_mixed_precision_follows_ner_use_amp(monkeypatch):
 
     from aclm.base.config import ConfigError
     from aclm.engine.identity import hashed, view
-    from aclm.steps.tagger import amp
+    from aclm.steps.ner import amp
 
     ner = load_config().ner
     assert ner.use_amp == "auto" and load_config(["profile=reference_code"]).ner.use_amp is False

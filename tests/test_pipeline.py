@@ -9,7 +9,7 @@ import pytest
 from aclm.base.io import read_json
 from aclm.experiments.grid import PRUNING as GRID_PRUNING
 from aclm.stages import layout
-from aclm.run.chain import result_dir, run_method
+from aclm.run.chain import run_to_result, run_method
 from aclm.stages.layout import RunLayout
 from aclm.engine import STAMP
 from aclm.engine.stages import pruned_files
@@ -71,7 +71,7 @@ def test_a_pruned_model_needed_again_is_rebuilt_first(finished, fast):
     run = RunLayout.of(finished)
     before = stamps(finished)
     rescored = fast(run.run_dir, "method=aclm", "test_datasets=[sample/de]", *GRID_PRUNING)  # new scores, same S7
-    result = read_json(result_dir(rescored) / layout.RESULT)
+    result = read_json(run_to_result(rescored) / layout.RESULT)
     assert set(result["test"]) == {"sample/en", "sample/de"}
     after = stamps(finished)
     assert after[layout.S5] == before[layout.S5] and after[layout.S7] != before[layout.S7]
@@ -135,7 +135,7 @@ def test_gold_only_result(finished, fast):
 
 def test_multilingual_union(fast, tmp_path):
     cfg = fast(tmp_path, "method=aclm", "dataset=sample/multi")
-    result = read_json(result_dir(cfg) / "result.json")
+    result = read_json(run_to_result(cfg) / "result.json")
     assert set(result["test"]) == {"sample/en", "sample/de"}
     run = RunLayout.of(cfg)
     languages = read_json(run.data / "languages.json")["train"]

@@ -15,7 +15,7 @@ from aclm.run.chain import run_method
 from aclm.run.modelcheck import check_models, tagger
 from aclm.run.naming import run_config
 from aclm.stages import layout, outputs
-from aclm.stages.gold import gold_data
+from aclm.stages.data import data_splits
 
 LANGUAGES = ("en", "bn", "hi", "de", "es", "ko", "nl", "ru", "tr", "zh")
 STAGES = ("data", "s1_ner", "s2_keywords", "s3_templates", "s4_generator", "s5_generation", "s6_postprocess",
@@ -68,7 +68,7 @@ def test_s0_to_s7_in_the_ten_languages_on_the_real_vocabulary(real_vocab, tiny_m
     cfg = run_config(["profile=tiny_250k", "method=aclm", "dataset=multiconer/multi", "gold=10",
                       "splits.dev_size=10", "ner.epochs=1", "generator.epochs=1", "generation.rounds=1",
                       "generation.num_beams=1", "generation.max_length=64", f"run_dir={tmp_path}"])
-    train, _ = gold_data(cfg)
+    train, _ = data_splits(cfg)
     found = check_models(cfg, LANGUAGES, train)
     assert not found.problems
     framed = [line for line in found.lines if "opens source and target" in line]

@@ -25,10 +25,10 @@ from aclm.base.data import bio_spans
 from aclm.base.io import read_json, read_jsonl
 from aclm.base.paths import PROJECT_ROOT
 from aclm.stages import layout
-from aclm.run.chain import result_dir, run_method
+from aclm.run.chain import run_to_result, run_method
 from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
-from aclm.steps.tagger import NoLearning, check_learned, load_tagger
+from aclm.steps.ner import NoLearning, check_learned, load_tagger
 
 pytestmark = pytest.mark.real_weights
 
@@ -62,7 +62,7 @@ def test_check_learned_fails_on_all_o_or_zero_dev_f1():
 def mini_gold_only_200(shared_data, tmp_path_factory):
     cfg = load_config(["profile=mini", "gold=200", "seed=1", "ner.epochs=20", f"data_dir={shared_data}",
                        f"run_dir={tmp_path_factory.mktemp('mini200')}"])
-    return read_json(result_dir(cfg) / "result.json")
+    return read_json(run_to_result(cfg) / "result.json")
 
 
 def test_gold_only_with_real_weights_and_the_default_recipe_learns(mini_gold_only_200):

@@ -1,6 +1,6 @@
 """The tagger's cuts of what is not the model's arithmetic change no result.
 
-:func:`aclm.steps.tagger.train_tagger` keeps the best epoch's weights in
+:func:`aclm.steps.ner.train_tagger` keeps the best epoch's weights in
 memory and writes ``best-model.pt`` once, asks flair for no dev predictions
 file per epoch, and turns sub-token states into words a batch at a time
 (:mod:`aclm.steps.subtokens`).  Each test trains twice from one seed, once that
@@ -43,9 +43,9 @@ def train_twice(tmp_path: Path, overrides: list[str], dataset: str, n_train: int
     for name in ("ours", "flair"):
         with ExitStack() as stack:
             if name == "flair":
-                stack.enter_context(patch("aclm.steps.tagger.no_dev_predictions_file", lambda tagger: nullcontext()))
-                stack.enter_context(patch("aclm.steps.tagger.BestInMemory.restore", lambda self, tagger: None))
-                stack.enter_context(patch("aclm.steps.tagger.batched_subtokens", nullcontext))
+                stack.enter_context(patch("aclm.steps.ner.no_dev_predictions_file", lambda tagger: nullcontext()))
+                stack.enter_context(patch("aclm.steps.ner.BestInMemory.restore", lambda self, tagger: None))
+                stack.enter_context(patch("aclm.steps.ner.batched_subtokens", nullcontext))
                 stack.enter_context(patch.object(ModelTrainer, "train_custom", best_model_file(flair_train)))
             runs[name] = train_once(cfg.ner, train, dev, types, tmp_path / name)
     return runs["ours"], runs["flair"]
@@ -61,7 +61,7 @@ def best_model_file(train_custom):
 
 
 def train_once(ner, train, dev, types, out: Path) -> dict:
-    from aclm.steps.tagger import load_tagger, predict_tags, train_tagger
+    from aclm.steps.ner import load_tagger, predict_tags, train_tagger
 
     seed_everything(1)
     model, facts = train_tagger(ner, train, dev, types, out)
@@ -146,7 +146,7 @@ def test_a_taggers_word_embeddings_are_flairs_with_batched_subtokens(tiny_models
     from flair.data import Sentence
 
     from aclm.steps import subtokens
-    from aclm.steps.tagger import build_tagger
+    from aclm.steps.ner import build_tagger
 
     embeddings = build_tagger(load_config(["profile=tiny"]).ner, ["PER", "LOC"]).embeddings
     embeddings.eval()
@@ -190,7 +190,7 @@ def test_best_in_memory_keeps_the_best_epochs_weights():
     """Weights copied when the epoch is best, not after; a later worse epoch does not overwrite them."""
     import torch
 
-    from aclm.steps.tagger import BestInMemory
+    from aclm.steps.ner import BestInMemory
 
     model = torch.nn.Linear(2, 2)
     plugin = BestInMemory()

@@ -199,7 +199,7 @@ def test_list_stages_prints_a_chain_and_a_stage_script_refuses_a_stage_its_metho
 def test_a_chain_wired_to_a_later_stage_or_a_wrong_argument_fails_when_built():
     from aclm.run.chain import Step, WiringError, wired
     from aclm.stages.declare import stage
-    from aclm.stages.gold import data_stage
+    from aclm.stages.data import data_stage
     from aclm.stages.keywords import keywords_stage
     from aclm.stages.ner import s1_stage
     from aclm.stages.templates import templates_stage

@@ -107,7 +107,7 @@ def measure_dev_scoring(overrides: list[str], run_dir: str, batch_sizes: list[in
     from aclm.base.config import load_config
     from aclm.base.datasets import load_split
     from aclm.base.runtime import select_device
-    from aclm.steps.tagger import LABEL_TYPE, load_tagger, to_flair
+    from aclm.steps.ner import LABEL_TYPE, load_tagger, to_flair
 
     cfg = load_config(overrides)
     device = select_device(cfg.device)
@@ -156,7 +156,7 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> 
     import torch
 
     from aclm.base.runtime import seed_everything
-    from aclm.steps.tagger import train_tagger
+    from aclm.steps.ner import train_tagger
 
     cfg, train, dev, types = tagger_setting(overrides, epochs)
     seed_everything(cfg.seed)
@@ -194,7 +194,7 @@ def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
     from omegaconf import OmegaConf
 
     from aclm.base.runtime import seed_everything
-    from aclm.steps.tagger import train_tagger
+    from aclm.steps.ner import train_tagger
 
     cfg, train, dev, types = tagger_setting(overrides, epochs)
     with tempfile.TemporaryDirectory() as out:
@@ -203,7 +203,7 @@ def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
     runs = {}
     for name in ("batched", "flair"):
         seed_everything(cfg.seed)
-        loops = patch("aclm.steps.tagger.batched_subtokens", nullcontext) if name == "flair" else nullcontext()
+        loops = patch("aclm.steps.ner.batched_subtokens", nullcontext) if name == "flair" else nullcontext()
         with tempfile.TemporaryDirectory() as out, loops:
             _, facts = train_tagger(cfg.ner, train, dev, types, Path(out))
             with (Path(out) / "loss.tsv").open() as f:

@@ -35,7 +35,7 @@ from aclm.experiments.grid import PRUNING, expand, load_grid
 from aclm.stages import layout, outputs
 from aclm.run.chain import run_method
 from aclm.run.cli import main_guard
-from aclm.stages.gold import test_names
+from aclm.stages.scores import test_names
 from aclm.stages.layout import RunLayout
 from aclm.run.naming import run_config
 from aclm.engine import stamp

@@ -174,7 +174,7 @@ def run_name(name: str) -> str:
 _LANGUAGES: dict[Path, str] = {}
 
 
-def set_language(name: str, language: str | None) -> None:
+def set_folder_language(name: str, language: str | None) -> None:
     """Record the config's ``language`` for dataset ``name`` (None: its own, detected for a folder).
 
     A registered dataset has its language in the registry; naming another one is an error.

@@ -3,7 +3,7 @@
 The Trainer's own output is a dictionary printed at every logging step (or a
 bar that those dictionaries interrupt); :func:`show_progress` swaps it for a
 bar that carries the training and dev loss as it goes.  flair's tagger has
-its own, :class:`aclm.steps.tagger.EpochProgress`.
+its own, :class:`aclm.steps.ner.EpochProgress`.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from aclm.stages import layout
 from aclm.stages.augment import augment_stage
 from aclm.stages.generation import generation_stage
 from aclm.stages.generator import generator_stage
-from aclm.stages.gold import data_stage
+from aclm.stages.data import data_stage
 from aclm.stages.keywords import keywords_stage
 from aclm.stages.layout import RunLayout
 from aclm.stages.ner import s1_stage, s7_stage
@@ -230,6 +230,6 @@ def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], unt
     return done
 
 
-def result_dir(cfg: DictConfig) -> Path:
+def run_to_result(cfg: DictConfig) -> Path:
     """Run every stage of the method; the directory of its ``result.json``."""
     return list(run_method(cfg).values())[-1]

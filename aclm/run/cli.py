@@ -29,7 +29,7 @@ from aclm.base.signals import Interrupted, check_interrupted, handle_signals
 from aclm.engine import ENVIRONMENT
 from aclm.stages import layout, outputs
 from aclm.run.chain import chain, run_method
-from aclm.stages.gold import asked_size
+from aclm.stages.data import asked_size
 from aclm.stages.layout import SHARED, RunLayout
 from aclm.run.naming import run_config
 
@@ -62,7 +62,7 @@ def stage_parser(description: str, stages: Sequence[str] = ()) -> argparse.Argum
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tuple[argparse.Namespace, DictConfig]:
     args = parser.parse_args(argv)
     if args.help:
-        print(parser.format_help() + keys_help(args.overrides, args.help_stages))
+        print(parser.format_help() + stage_keys_help(args.overrides, args.help_stages))
         sys.exit(0)
     setup_logging()
     try:
@@ -75,7 +75,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> tup
     return args, cfg
 
 
-def keys_help(overrides: Sequence[str], stages: Sequence[str]) -> str:
+def stage_keys_help(overrides: Sequence[str], stages: Sequence[str]) -> str:
     """The config keys ``stages`` read, each with its value under the given profile and what it means."""
     if not stages:
         return ""

@@ -55,7 +55,8 @@ from aclm.base.models import hub_revision, is_hub_id, load_path, model_path
 from aclm.base.layers import NEEDS_ATTENTION, layer_indices
 from aclm.base.data import DataError, TaggedSentence, first_mentions, first_spans, read_conll, token_source
 from aclm.base.datasets import data_variant, get_spec, missing_hint, resolve_data_dir
-from aclm.stages.gold import member_config, sample_source, test_names, wanted_dev_size
+from aclm.stages.data import member_config, sample_source, wanted_dev_size
+from aclm.stages.scores import test_names
 
 log = logging.getLogger("aclm.run.datacheck")
 
@@ -330,9 +331,9 @@ def sample_lacks_test_types(cfg: DictConfig, read: dict[str, Sequence[TaggedSent
     """The types the gold sample S0 will draw lacks and a test set has: its tagger could never predict them, and
     scoring would refuse the test set after all the training (a rare type a small stratified sample missed).
     The sample is drawn here as S0 draws it: a second or less."""
-    from aclm.stages.gold import gold_data
+    from aclm.stages.data import data_splits
 
-    sampled = {etype for s in gold_data(cfg)[0] for etype in s.entity_types}
+    sampled = {etype for s in data_splits(cfg)[0] for etype in s.entity_types}
     tested = {etype: dataset_of(role) for role, found in read.items() if role.endswith(" test")
               for s in found for etype in s.entity_types}
     missing = sorted(set(tested) - sampled)

@@ -23,7 +23,7 @@ def generator_view(sentences: list[TaggedSentence], split_commas: bool) -> list[
 @stage(layout.S2, keys=("keywords", "seed"), loads=(layout.S1,))
 def keywords_stage(c: DictConfig, out: Path, data: Path, s1_ner: Path) -> dict:
     from aclm.steps.keywords import keywords_of_split
-    from aclm.steps.tagger import load_tagger
+    from aclm.steps.ner import load_tagger
 
     device = select_device(c.device)
     model = tokenizer = None

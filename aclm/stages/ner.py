@@ -1,7 +1,7 @@
 """S1 and S7: a tagger trained on the gold data (``s1_ner/``) or on gold + augmentations (``s7_ner/``).
 
 Scoring on the test sets is a stage of its own (:mod:`aclm.stages.scores`), so a new or edited test set
-re-scores without re-training.  flair (:mod:`aclm.steps.tagger`) is imported where a tagger trains or
+re-scores without re-training.  flair (:mod:`aclm.steps.ner`) is imported where a tagger trains or
 predicts, not with this module: a chain is planned (the grids, the tables) without it.
 """
 
@@ -18,7 +18,7 @@ from aclm.stages.declare import stage
 
 def train(c, out: Path, data: Path, sentences: list[TaggedSentence]) -> dict:
     """Train on ``sentences`` (dev from the data stage); fail when the tagger learned nothing."""
-    from aclm.steps.tagger import check_learned, load_tagger, train_tagger
+    from aclm.steps.ner import check_learned, load_tagger, train_tagger
 
     seed_everything(c.seed)
     select_device(c.device)
@@ -46,7 +46,7 @@ def evaluate_on(tagger, sentences: list[TaggedSentence], batch_size: int, predic
                 ) -> tuple[dict, list[list[str]]]:
     """Scores on ``sentences`` and the predicted tags (with a progress bar when the predictions are kept)."""
     from aclm.base.metrics import evaluate_tags     # seqeval loads scikit-learn: imported where scores are made
-    from aclm.steps.tagger import predict_tags
+    from aclm.steps.ner import predict_tags
 
     predicted = predict_tags(tagger, sentences, batch_size, progress=predictions_file is not None)
     if predictions_file is not None:

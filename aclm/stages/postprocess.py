@@ -45,7 +45,7 @@ def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, s
                   for r in rows]
     predict = None
     if c.postprocess.consistency_filter:
-        from aclm.steps.tagger import load_tagger, predict_tags
+        from aclm.steps.ner import load_tagger, predict_tags
 
         select_device(c.device)
         tagger = load_tagger(outputs.tagger_model(s1_ner))

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.data import DataError
-from aclm.base.datasets import get_spec, load_split
+from aclm.base.datasets import get_spec, load_split, require_split, resolve_data_dir
 from aclm.base.dicts import config_hash, to_dict
 from aclm.base.io import file_digest, write_json
 from aclm.base.runtime import select_device
@@ -17,8 +17,28 @@ from aclm.engine import stamp
 from aclm.engine.code import checkout
 from aclm.stages import layout, outputs
 from aclm.stages.declare import stage
-from aclm.stages.gold import test_datasets_read_as, test_files, test_names
+from aclm.stages.data import read_as
 from aclm.stages.ner import evaluate_on
+
+
+def test_names(c: DictConfig) -> list[str]:
+    """The datasets a run is scored on: its own (a union's members) and ``test_datasets``."""
+    own = get_spec(c.dataset).union or [c.dataset]
+    return own + [d for d in c.test_datasets if d not in own]
+
+
+def test_datasets_read_as(c: DictConfig) -> dict:
+    """How the test sets a run is scored on are read: what scoring depends on beyond their files."""
+    return read_as(test_names(c))
+
+
+def test_files(c: DictConfig) -> list[Path]:
+    """The test files a run is scored on (hashed by content: an edited test set re-scores)."""
+    base = resolve_data_dir(c.data_dir)
+    files = []
+    for name in test_names(c):
+        files.append(get_spec(name).path(require_split(name, "test"), base))
+    return files
 
 
 def chain_record(chain: Mapping[str, Path]) -> tuple[dict, dict]:
@@ -58,7 +78,7 @@ def what_ran(chain: Mapping[str, Path], config: dict) -> tuple[dict, list[str]]:
     return ran, warnings
 
 
-EVAL_READS = ("method", "variant", "setting_variant", "profile", "dataset", "gold", "seed", "test_datasets",
+EVAL_KEYS = ("method", "variant", "setting_variant", "profile", "dataset", "gold", "seed", "test_datasets",
               "ner.eval_batch_size")
 
 
@@ -69,7 +89,7 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     timings recorded, and S6's report (when the chain has one) the augmentation's figures.
     """
     from aclm.base.metrics import evaluate_tags
-    from aclm.steps.tagger import load_tagger
+    from aclm.steps.ner import load_tagger
 
     select_device(c.device)
     tests = {name: load_split(name, "test", c.data_dir) for name in test_names(c)}
@@ -113,14 +133,14 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     return {"f1": main["f1"]}
 
 
-@stage(layout.S1_EVAL, keys=EVAL_READS, files=test_files, reads=test_datasets_read_as,
+@stage(layout.S1_EVAL, keys=EVAL_KEYS, files=test_files, reads=test_datasets_read_as,
        loads=(layout.S1,))
 def s1_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
     """Gold-only's scores: the S1 tagger's."""
     return evaluate(c, out, chain[layout.S1], chain)
 
 
-@stage(layout.S7_EVAL, keys=EVAL_READS, files=test_files, reads=test_datasets_read_as,
+@stage(layout.S7_EVAL, keys=EVAL_KEYS, files=test_files, reads=test_datasets_read_as,
        loads=(layout.S7,))
 def s7_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
     """A method's scores: the S7 tagger's, trained on gold + its augmentations."""

@@ -1,9 +1,9 @@
-"""S0, the gold sample, and the files a setting reads.
+"""S0, the data stage: a setting's gold sample (train and dev), cut from its dataset's files.
 
-A setting (dataset, gold size, seed) is cut from its dataset's files
-(:func:`dataset_files`, hashed by content as the data stage's inputs) and
-scored on its test sets (:func:`test_files`, the scoring stage's); the data
-check (:mod:`aclm.run.datacheck`) reads the same lists before anything trains.
+The files are listed by :func:`dataset_files` (hashed by content as the
+stage's inputs); the data check (:mod:`aclm.run.datacheck`) reads the same
+list before anything trains.  The test sets are the scoring stage's
+(:mod:`aclm.stages.scores`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from omegaconf import DictConfig, OmegaConf
 from aclm.base import splits
 from aclm.base.dicts import to_dict
 from aclm.base.data import DataError, TaggedSentence, check_label_sets, type_counts, write_conll
-from aclm.base.datasets import get_spec, load_split, require_split, resolve_data_dir
+from aclm.base.datasets import get_spec, load_split, resolve_data_dir
 from aclm.base.io import write_json
 from aclm.stages import layout
 from aclm.stages.declare import stage
 
-DATA_READS = ("dataset", "language", "gold", "splits.source", "splits.seed", "splits.dev_size")
+DATA_KEYS = ("dataset", "language", "gold", "splits.source", "splits.seed", "splits.dev_size")
 
-log = logging.getLogger("aclm.stages.gold")
+log = logging.getLogger("aclm.stages.data")
 
 
 def member_config(cfg: DictConfig, member: str) -> DictConfig:
@@ -78,29 +78,9 @@ def sample_source(cfg: DictConfig) -> str:
     return cfg.splits.source
 
 
-def test_names(c: DictConfig) -> list[str]:
-    """The datasets a run is scored on: its own (a union's members) and ``test_datasets``."""
-    own = get_spec(c.dataset).union or [c.dataset]
-    return own + [d for d in c.test_datasets if d not in own]
-
-
-def test_datasets_read_as(c: DictConfig) -> dict:
-    """How the test sets a run is scored on are read: what scoring depends on beyond their files."""
-    return read_as(test_names(c))
-
-
-def test_files(c: DictConfig) -> list[Path]:
-    """The test files a run is scored on (hashed by content: an edited test set re-scores)."""
-    base = resolve_data_dir(c.data_dir)
-    files = []
-    for name in test_names(c):
-        files.append(get_spec(name).path(require_split(name, "test"), base))
-    return files
-
-
 # --- S0: the gold sample -----------------------------------------------------------------
 
-def gold_data(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
+def data_splits(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
     """Train and dev sentences for this setting, as the split config says.
 
     Every sentence records its language in ``meta``; a union dataset is the
@@ -108,15 +88,15 @@ def gold_data(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentenc
     """
     spec = get_spec(cfg.dataset)
     if spec.union:
-        parts = [gold_data(member_config(cfg, member)) for member in spec.union]
+        parts = [data_splits(member_config(cfg, member)) for member in spec.union]
         return [s for train, _ in parts for s in train], [s for _, dev in parts for s in dev]
-    train, dev = _single_gold_data(cfg, spec)
+    train, dev = _single_data_splits(cfg, spec)
     for s in train + dev:
         s.meta["language"] = spec.language
     return train, dev
 
 
-def _single_gold_data(cfg: DictConfig, spec) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
+def _single_data_splits(cfg: DictConfig, spec) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
     source, seed = sample_source(cfg), cfg.splits.seed
     dev = load_split(cfg.dataset, "dev", cfg.data_dir)
     full = load_split(cfg.dataset, "train", cfg.data_dir) if source != "released" or dev is None else []
@@ -154,9 +134,9 @@ def asked_size(cfg: DictConfig) -> int | None:
     return cfg.gold * len(get_spec(cfg.dataset).union or [cfg.dataset]) if isinstance(cfg.gold, int) else None
 
 
-@stage(layout.DATA, keys=DATA_READS, files=dataset_files, reads=setting_datasets)
+@stage(layout.DATA, keys=DATA_KEYS, files=dataset_files, reads=setting_datasets)
 def data_stage(c: DictConfig, out: Path) -> dict:
-    train, dev = gold_data(c)
+    train, dev = data_splits(c)
     if asked_size(c) not in (None, len(train)):
         log.info("gold=%s holds %d sentences: a stratified sample has about N, not exactly N (98 for 100 on "
                  "MultiCoNER en, as in the paper); the folder keeps the N asked for, result.json the count "

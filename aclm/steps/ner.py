@@ -42,7 +42,7 @@ from aclm.base.data import TaggedSentence
 from aclm.base.runtime import RunError
 from aclm.steps.subtokens import batched_subtokens
 
-log = logging.getLogger("aclm.steps.tagger")
+log = logging.getLogger("aclm.steps.ner")
 LABEL_TYPE = "ner"
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
 
