@@ -32,7 +32,7 @@ PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(
 GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
 METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
 
-.PHONY: FORCE setup test test-all demo preflight tiny-models real-vocab-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
+.PHONY: FORCE setup test test-all test-warm-generator demo preflight tiny-models real-vocab-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
 
 setup:  ## create .venv with the pinned requirements (torch first: set TORCH_INDEX for a CUDA/CPU index)
 	python3 -m venv $(VENV)
@@ -81,8 +81,11 @@ FAST_TIER = not slow and not real_weights and not slurm and not cuda
 test: $(TINY)  ## the fast tier: unit tests and short runs on tiny models (offline, a few minutes)
 	$(PYTHON) -m pytest -rs -m "$(FAST_TIER)"
 
-test-all: $(TINY)  ## every tier: also whole runs, the mini profile's real weights, Slurm (what CI runs)
-	$(PYTHON) -m pytest --durations=25
+test-all: $(TINY)  ## every tier but the warm generator's: whole runs, the mini profile's real weights, Slurm (what CI runs)
+	$(PYTHON) -m pytest -m "not warm_generator" --durations=25
+
+test-warm-generator: $(TINY)  ## the mini_warm generator's acceptance check: after any change to tools/warm_start.py or the build
+	$(PYTHON) -m pytest -rs -m warm_generator
 
 demo: $(TINY) $(MINI_GEN)  ## Gold-only vs ACLM with the real mini encoder on multiconer/en 100 (CPU, 7.7 min measured; the generator's first build 11-15 min more)
 	$(PYTHON) scripts/demo.py

@@ -173,6 +173,7 @@ def warm_results(warm_generator, gold, tmp_path_factory):
                                      decodings=tuple(WARM_MIN_PASSING))
 
 
+@pytest.mark.warm_generator
 @pytest.mark.parametrize("decoding", list(WARM_MIN_PASSING))
 def test_the_warm_started_generator_passes_the_same_check(warm_results, decoding):
     """The mini_warm profile's generator (tools/warm_start.py), fine-tuned with that profile's settings."""
