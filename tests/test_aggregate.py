@@ -415,6 +415,7 @@ def write_run(runs, dataset: str, gold, method: str, seed: int, f1: float, varia
     tests = {dataset: {"f1": f1}, **({"multiconer/hi": {"f1": hi}} if hi is not None else {})}
     (out / "result.json").write_text(json.dumps({
         "method": method, "profile": "tiny", "dataset": dataset, "gold": gold, "seed": seed, "f1": f1, "test": tests,
+        "dev_f1": f1 + 1,
         "per_type": {"PER": {"f1": f1 + 10}, "LOC": {"f1": f1 - 10}}, "sizes": {f"test:{dataset}": 500}}))
 
 
@@ -441,12 +442,19 @@ def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
 
     (grid, report), (_, per_type) = tabulate([str(any_runs / "**" / "result.json")])
     wide = report.table.set_index("method")
-    assert list(report.table.columns) == ["method", "/data/german goldfull", "multiconer/de gold300",
-                                          "multiconer/en gold100", "multiconer/en gold100 → multiconer/hi"]
+    assert list(report.table.columns) == ["method", "/data/german goldfull", "/data/german goldfull (dev)",
+                                          "multiconer/de gold300", "multiconer/de gold300 (dev)",
+                                          "multiconer/en gold100", "multiconer/en gold100 (dev)",
+                                          "multiconer/en gold100 → multiconer/hi"]
     assert list(wide.index[:5]) == ["Gold-only", "LwTR", "DAGA", "MELM @melm.code_mix-true", "ACLM"]
     assert wide.loc["Gold-only", "/data/german goldfull"] == "32.00 ± 2.00"        # no paper: no parenthesis
     assert wide.loc["ACLM", "multiconer/de gold300"] == f"47.75 ± {statistics.stdev([45, 47, 50, 49]):.2f}"
     assert wide.loc["DAGA", "multiconer/de gold300"] == "FAILED: RuntimeError: CUDA out of memory"
+    # each run's dev F1 beside its own test column, its failure said once (in the test column)
+    assert wide.loc["ACLM", "multiconer/de gold300 (dev)"] == f"48.75 ± {statistics.stdev([46, 48, 51, 50]):.2f}"
+    assert wide.loc["Gold-only", "/data/german goldfull (dev)"] == "33.00 ± 2.00"
+    assert wide.loc["DAGA", "multiconer/de gold300 (dev)"] == "—"
+    assert wide.loc["p: ACLM vs best baseline", "multiconer/de gold300 (dev)"] == ""        # no test on dev
     assert wide.loc["ACLM", "multiconer/en gold100 → multiconer/hi"] == "22.00 ± 1.00"
     assert wide.loc["MELM @melm.code_mix-true", "multiconer/en gold100"] == "44.00"
     p = stats.ttest_ind([45, 47, 50, 49], [40, 41, 42], equal_var=False).pvalue

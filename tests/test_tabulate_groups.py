@@ -41,7 +41,7 @@ def write_run(runs, profile: str, method: str, seed: int, f1: float, dataset: st
     cfg = config(profile, method, dataset, gold, seed, **sections)
     cfg.update(variant=variant, setting_variant=setting_variant)
     record = {"method": method, "profile": profile, "dataset": dataset, "gold": gold, "seed": seed, "f1": f1,
-              "test": {dataset: {"f1": f1}}, "per_type": {"PER": {"f1": f1 + 1}}, "sizes": {f"test:{dataset}": test_size},
+              "dev_f1": f1, "test": {dataset: {"f1": f1}}, "per_type": {"PER": {"f1": f1 + 1}}, "sizes": {f"test:{dataset}": test_size},
               "config": cfg, "config_hash": "not-checked", **({"data": data} if data else {})}
     if new_fields:
         record.update(variant=variant, setting_variant=setting_variant)
@@ -74,7 +74,8 @@ def two_profiles(tmp_path):
 def test_two_profiles_are_never_one_entry(two_profiles):
     report = f1_table(two_profiles)
     wide = report.table.set_index("method")
-    assert list(report.table.columns) == ["method", "mini: multiconer/en gold100", "smoke: multiconer/en gold100"]
+    assert list(report.table.columns) == ["method", "mini: multiconer/en gold100", "mini: multiconer/en gold100 (dev)",
+                                          "smoke: multiconer/en gold100", "smoke: multiconer/en gold100 (dev)"]
     assert wide.loc["Gold-only", "mini: multiconer/en gold100"] == "25.87"
     assert wide.loc["Gold-only", "smoke: multiconer/en gold100"] == "0.79"
     assert "13.33" not in report.markdown and (report.summary["n"] == 1).all()

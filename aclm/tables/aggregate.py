@@ -56,6 +56,13 @@ from aclm.tables.perplexity import perplexity
 from aclm.tables.runs import FAILED, MISSING, OK, Run, compared, differing, method_id, of_cell, shown
 
 DASH = "—"
+#: the suffix of the column of a run's own dev F1, the score its model selection used, named after the run's first
+#: column (``en (dev)``) and shown beside it; never compared with the paper's nor tested for significance
+DEV = " (dev)"
+
+
+def is_dev(column: str) -> bool:
+    return column.endswith(DEV)
 RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error", "warning", "code",
                "config_hash")
 ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff", "warned", "commits",
@@ -128,6 +135,11 @@ def collect(grid: Grid, runs: Sequence[Run], perplexity_fn: Optional[PerplexityF
             rows.append({**index, "column": column.format(**fields), "method_id": method_id(run), "seed": run.seed,
                          "run_dataset": run.dataset, "score": value, "status": row_status, "error": row_error,
                          **made})
+        dev = lookup(result, "dev_f1") if result is not None else None
+        own = next(iter(grid.blocks[run.block].columns)).format(**fields)
+        rows.append({**index, "column": own + DEV, "method_id": method_id(run), "seed": run.seed,
+                     "run_dataset": run.dataset,
+                     "score": dev, "status": OK if dev is not None else MISSING, "error": None, **made})
     long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
     if grid.average_datasets:
         long = average_datasets(long, grid)
@@ -235,7 +247,7 @@ def significance(summary: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     if not target or method_key(grid) is None or summary.empty:
         return pd.DataFrame(columns=columns)
     rows = []
-    for key, part in summary.groupby([*keys, "column"], sort=False):
+    for key, part in summary[~summary["column"].map(is_dev)].groupby([*keys, "column"], sort=False):
         ours = part[part["method_id"] == target]
         rivals = part[part["method_id"].isin(baselines) & (part["n"] > 0)]
         if ours.empty or rivals.empty:
@@ -278,15 +290,19 @@ def entry_text(row: pd.Series, with_paper: bool = True) -> str:
 
 
 def column_order(summary: pd.DataFrame, reference_columns: list[str]) -> list[str]:
+    """The reference's columns, then ours it lacks, each followed by its dev F1 where a run has one."""
     present = list(dict.fromkeys(summary["column"]))
-    return [c for c in reference_columns if c in present] + [c for c in present if c not in reference_columns]
+    tests = [c for c in reference_columns if c in present] + [c for c in present if c not in reference_columns
+                                                               and not is_dev(c)]
+    return [c for test in tests for c in (test, test + DEV) if c in present]
 
 
 def wide_table(summary: pd.DataFrame, sig: pd.DataFrame, grid: Grid, reference_columns: list[str]) -> pd.DataFrame:
     """The paper's layout: a row per index, a column per reference column, p-value rows per group."""
     keys = list(grid.index)
     columns = column_order(summary, reference_columns)
-    texts = summary.assign(text=summary.apply(entry_text, axis=1, with_paper=bool(grid.reference.get("file"))))
+    paper = bool(grid.reference.get("file"))
+    texts = summary.assign(text=[entry_text(row, paper and not is_dev(row["column"])) for _, row in summary.iterrows()])
     table = texts.pivot_table(index=keys, columns="column", values="text", aggfunc="first", sort=False)
     table = table.reindex(columns=columns).fillna("").reset_index()
     mkey, keys = method_key(grid), group_keys(grid)
@@ -472,7 +488,7 @@ def run_lines(rows: pd.DataFrame, grid: Grid, text: str) -> list[str]:
 
 def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.DataFrame, long: pd.DataFrame,
                     notes: Optional[list[str]] = None) -> str:
-    counts = summary.groupby("status").size().to_dict()
+    counts = summary[~summary["column"].map(is_dev)].groupby("status").size().to_dict()
     long = long[~long["column"].isin(grid.derived)]        # a derived column repeats its parts' runs
     runs = long.drop_duplicates([*grid.index, "method_id", "seed", "run_dataset"]).groupby("status").size().to_dict()
     entry = "mean ± std over seeds" + (" (paper; ours − paper)" if grid.reference.get("file") else "")
@@ -480,7 +496,8 @@ def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.D
              f"Profile `{profile}`; entries ok {counts.get(OK, 0)}, failed {counts.get(FAILED, 0)}, "
              f"missing {counts.get(MISSING, 0)}; runs failed {runs.get(FAILED, 0)}, missing {runs.get(MISSING, 0)}. "
              f"Entry: {entry}, [n=k] when only k of the seeds asked for are in, [warned: k] when k of them finished "
-             f"with a warning (below); {DASH} missing."]
+             f"with a warning (below); {DASH} missing. `<column>{DEV}`: the dev F1 of that column's runs, the "
+             f"score their model selection used."]
     if grid.compare:
         lines.append("p: two-sided Welch's t-test of the compared method against the baseline with the highest "
                      "mean in that column and group (n/a: fewer than 2 seeds on a side).")
