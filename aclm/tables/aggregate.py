@@ -465,6 +465,20 @@ def averaging_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
             f"a seed counts only when all of them have a value."]
 
 
+def runtime_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
+    """Per method, the mean wall time of a run: every stage of its chain as its result.json timed them, the
+    setting's shared S0 and S1 counted whole (what one run of it alone costs), with the number of runs."""
+    seconds: dict[str, list[float]] = {}
+    for run in runs:
+        if run.result is not None and run.result.get("timings"):
+            seconds.setdefault(method_id(run), []).append(sum(run.result["timings"].values()))
+    if not seconds:
+        return []
+    parts = [f"{grid.method_names.get(m, m)} {sum(t) / len(t) / 60:.1f} ({len(t)})" for m, t in seconds.items()]
+    return ["Runtime: mean minutes a run, every stage of its chain with the shared S0 and S1 (runs): "
+            + ", ".join(parts) + "."]
+
+
 def code_notes(long: pd.DataFrame, grid: Grid) -> list[str]:
     """Which code made the results: each commit (and digest of uncommitted changes) with its count of runs; the
     CSV says it per entry."""
@@ -544,7 +558,8 @@ def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[
     summary = summarize(long, grid, reference)
     sig = significance(summary, grid)
     table = wide_table(summary, sig, grid, reference_columns)
-    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs), *notes]
+    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs),
+             *runtime_note(grid, runs), *notes]
     caption = f"{grid.title}. {tested}" if tested else grid.title
     return Report(markdown_report(grid, profile, table, summary, long, notes), summary, sig, table, caption, tested)
 
