@@ -127,6 +127,7 @@ clean:  ## delete runs/ and the tiny and paper-size models built here (not the m
 #                                                       taggers, each stage leasing its memory (scripts/grid.py
 #                                                       jobs, aclm/run/gpu_share.py; docs/cost.md)
 #   make reproduce-table1 LANGS=en SIZES=100,200 METHODS=gold_only,aclm SEEDS=1,2
+#   make reproduce-table1 ROUNDS_ON_DEV=1,2,5,10          every augmentation method at each R, the best on dev
 #   make reproduce-melm_table1 ... ; make aggregate-table3 (the table only, no runs)
 # Each run is a file target (its result.json); methods wait for their setting's S1, so -j
 # never trains one S1 twice. -k keeps going past a failed run, which leaves failed.json and
@@ -143,12 +144,13 @@ SIZES   ?=
 METHODS ?=
 SEEDS   ?=
 TEST_SET ?=
+ROUNDS_ON_DEV ?=
 JOBS    ?=
 RUNS    ?= runs
 RESULTS ?= results
 GRID_ARGS = profile=$(PROFILE) run_dir=$(RUNS) $(if $(LANGS),langs=$(LANGS)) \
             $(if $(SIZES),sizes=$(SIZES)) $(if $(METHODS),methods=$(METHODS)) $(if $(SEEDS),seeds=$(SEEDS)) \
-            $(if $(TEST_SET),test_set=$(TEST_SET))
+            $(if $(TEST_SET),test_set=$(TEST_SET)) $(if $(ROUNDS_ON_DEV),rounds_on_dev=$(ROUNDS_ON_DEV))
 
 define reproduce_grid
 	+@frag=$$($(PYTHON) scripts/grid.py makefile $(1) $(GRID_ARGS) --python $(PYTHON)) || exit 1; \

@@ -18,8 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aclm.experiments.grid import (SELECTION, grid_names, grid_script, load_grid, selected_cells, selection,
-                                   with_test_set)
+from aclm.experiments.grid import SELECTION, as_chosen, grid_names, grid_script, load_grid, selected_cells, selection
 from aclm.tables.perplexity import MODES
 from aclm.tables.aggregate import PerplexityCache, build_report, write_report
 
@@ -36,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
 
     chosen = selection(args.selection)
-    grid = with_test_set(load_grid(args.table), chosen["test_set"])   # its columns read the runs' test sets
+    grid = as_chosen(load_grid(args.table), chosen)   # its columns read the runs' test sets; its blocks choose
     cells = selected_cells(grid, chosen)
     out = args.out / chosen["profile"]
     perplexity = PerplexityCache(out / "perplexity_cache.json", args.perplexity, args.device)

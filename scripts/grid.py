@@ -16,7 +16,8 @@ The cells are chosen by ``key=value`` as a stage script's config:
 comma-separated list; ``test_set=official`` scores a MultiCoNER grid on the
 official MultiCoNER v1 test sets instead of the data folder's 2,000-sentence
 slices (default ``slice``; ``makefile``, ``list`` and ``submit`` stop at once
-when the release's files are missing).  ``makefile`` writes the fragment atomically
+when the release's files are missing).  ``rounds_on_dev=1,2,5,10`` runs every augmentation method at each R
+and tabulates, per seed, the R with the best dev F1 (off unless given).  ``makefile`` writes the fragment atomically
 (``<run_dir>/<profile>/grids/``) and prints its path.  ``submit`` sends the runs that are not done to Slurm
 (``aclm/experiments/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
 ``--dry-run`` prints the batch scripts instead.  ``jobs`` prints how many runs
@@ -55,9 +56,10 @@ def add_grid_args(parser: argparse.ArgumentParser) -> None:
 
 
 def slices(chosen: dict) -> dict:
-    """What makes a fragment's file name: the slices, and a test set other than the slice's own."""
+    """What makes a fragment's file name: the slices, a test set other than the slice's own, and R chosen on dev."""
     official = chosen["test_set"] not in (None, "slice")
-    return {**{k: parse_slice(chosen[k]) for k in SLICES}, "test_set": [chosen["test_set"]] if official else None}
+    return {**{k: parse_slice(chosen[k]) for k in SLICES}, "test_set": [chosen["test_set"]] if official else None,
+            "rounds_on_dev": parse_slice(chosen.get("rounds_on_dev"))}
 
 
 def add_submit_args(parser: argparse.ArgumentParser) -> None:

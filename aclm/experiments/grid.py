@@ -82,10 +82,12 @@ from aclm.stages.layout import FAILED, GOLD_ONLY, S1, RunLayout, dataset_dir_nam
 GRID_DIR = PROJECT_ROOT / "configs" / "grids"
 RUN_SCRIPT = PROJECT_ROOT / "scripts" / "run_method.py"
 GRID_SCRIPT = "scripts/grid.py"
-SAFE_PATH = re.compile(r"^[\w./+-]+$")
+SAFE_PATH = re.compile(r"^[\w./+@-]+$")      # make reads "@" in a target as itself: a sweep point's folder
 GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "derived", "compare", "plot",
              "average_datasets"}
-BLOCK_KEYS = {"datasets", "sizes", "methods", "optional_methods", "overrides", "sweep", "columns"}
+BLOCK_KEYS = {"datasets", "sizes", "methods", "optional_methods", "overrides", "sweep", "choose", "columns"}
+#: What a block's ``choose`` may say: ``dev``, each method's sweep point with the best dev F1 stands for it.
+CHOICES = ("dev",)
 
 GoldSize = Union[int, str]   # a gold sample's size: sentences, or "full"
 Slice = Union[str, Sequence, None]                # "en,de", "en de", ["en", "de"] or None (everything)
@@ -105,6 +107,7 @@ class Block:
     sweep_key: Optional[str] = None
     sweep_values: dict[str, Any] = field(default_factory=dict)  # label -> config value
     optional: tuple[str, ...] = ()               # methods that run only when a METHODS slice names them
+    choose: Optional[str] = None                 # "dev": per seed, the sweep point with the best dev F1 is the entry
 
     def chosen_methods(self, wanted: Optional[list[str]]) -> tuple[str, ...]:
         """The block's methods a METHODS slice picks (None: all but the optional ones)."""
@@ -220,10 +223,12 @@ def _block(raw: dict, where: str) -> Block:
     sweep = raw.get("sweep") or {}
     if sweep and set(sweep) != {"key", "values"}:
         raise GridError(f"{where}: sweep needs exactly key and values")
+    if raw.get("choose") is not None and (raw["choose"] not in CHOICES or not sweep):
+        raise GridError(f"{where}: choose: {raw['choose']!r}: give choose: dev, with a sweep to choose from")
     return Block(datasets=_tuple(raw["datasets"]), sizes=_tuple(raw["sizes"]), methods=methods,
                  columns=dict(raw["columns"]), overrides=dict(raw.get("overrides") or {}),
                  sweep_key=sweep.get("key"), sweep_values={str(k): v for k, v in (sweep.get("values") or {}).items()},
-                 optional=optional)
+                 optional=optional, choose=raw.get("choose"))
 
 
 def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
@@ -253,7 +258,10 @@ def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
 #: stage scripts' config overrides, with its default: the profile and run_dir they run under, the slices, and the
 #: test sets a MultiCoNER grid is scored on.
 SLICES = ("langs", "sizes", "methods", "seeds")
-SELECTION = {"profile": "paper", "run_dir": "runs", **dict.fromkeys(SLICES), "test_set": None}
+SELECTION = {"profile": "paper", "run_dir": "runs", **dict.fromkeys(SLICES), "test_set": None, "rounds_on_dev": None}
+#: ``rounds_on_dev=1,2,5,10``: every augmentation method runs at each R, and its entry is, per seed, the R with
+#: the best dev F1 (:func:`with_rounds_on_dev`); unset (every profile's default), R is the profile's.
+ROUNDS = "generation.rounds"
 #: ``test_set=``: what a grid's MultiCoNER runs are scored on (None: slice). The grids name ``multiconer/<lang>``,
 #: whose test.conll in the data folder is a 2,000-sentence slice held out of train; ``official`` runs them as
 #: the entry configs/datasets.yaml names under that entry's ``test_sets`` (``multiconer_official/<lang>``), the
@@ -271,10 +279,38 @@ def selection(words: Sequence[str]) -> dict[str, Optional[str]]:
     return chosen
 
 
+def as_chosen(grid: Grid, chosen: dict[str, Optional[str]]) -> Grid:
+    """``grid`` as a :func:`selection` runs and tabulates it: on its ``test_set``, with its ``rounds_on_dev``."""
+    return with_rounds_on_dev(with_test_set(grid, chosen.get("test_set")), chosen.get("rounds_on_dev"))
+
+
+def with_rounds_on_dev(grid: Grid, rounds: Slice) -> Grid:
+    """Each block without a sweep split in two: Gold-only and the methods that follow another's run (Gold-only
+    trained as long as ACLM, WikiNEuRal) as they are, every other method swept over ``rounds`` (R) and chosen on
+    dev.  The profile's own R is the method's plain run, shared with the grid run without the switch."""
+    values = parse_slice(rounds)
+    if not values:
+        return grid
+    blocks = []
+    for block in grid.blocks:
+        swept = tuple(m for m in (*block.methods, *block.optional)
+                      if registry.get(m).generation != "none" and not registry.get(m).needs)
+        if block.sweep_key or not swept:
+            blocks.append(block)
+            continue
+        blocks.append(replace(block, methods=tuple(m for m in block.methods if m not in swept),
+                              optional=tuple(m for m in block.optional if m not in swept)))
+        blocks.append(replace(block, methods=tuple(m for m in block.methods if m in swept),
+                              optional=tuple(m for m in block.optional if m in swept), sweep_key=ROUNDS,
+                              sweep_values={f"R={r}": int(r) for r in values}, choose="dev"))
+    return replace(grid, blocks=tuple(b for b in blocks if b.methods or b.optional))
+
+
 def selected_cells(grid: Grid, chosen: dict[str, Optional[str]]) -> list["Cell"]:
-    """The cells of ``grid`` a :func:`selection` picks (on the test sets ``test_set=`` names)."""
+    """The cells of ``grid`` a :func:`selection` picks (on the test sets ``test_set=`` names, with its
+    ``rounds_on_dev``)."""
     test_set = chosen.get("test_set")
-    moved = with_test_set(grid, test_set)
+    moved = as_chosen(grid, chosen)
     if test_set not in (None, SLICE) and not _datasets(moved) & set(test_set_entries(test_set).values()):
         raise GridError(f"test_set={test_set}: grid {grid.name} runs no dataset that has it "
                         f"({', '.join(test_set_entries(test_set))})")
@@ -512,7 +548,7 @@ def _make_word(word: str) -> str:
 def _target(cell: Cell) -> str:
     path = str(cell.layout.result_path)
     if not SAFE_PATH.match(path):
-        raise GridError(f"{path}: make cannot use this path as a target (keep to letters, digits and ./+-_)")
+        raise GridError(f"{path}: make cannot use this path as a target (keep to letters, digits and ./+-_@)")
     return path
 
 

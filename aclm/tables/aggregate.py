@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -465,6 +465,34 @@ def averaging_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
             f"a seed counts only when all of them have a value."]
 
 
+def chosen_on_dev(grid: Grid, runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
+    """The runs as the table shows them: in a block that chooses on dev, each (setting, method, seed)'s sweep point
+    with the best dev F1 (the first in sweep order on a tie; with none scored, the first, which shows why) stands
+    for the method; and per setting and method, the points chosen per seed and the dev curve (mean dev F1 a point)."""
+    kept, points = [], {}
+    for run in runs:
+        if grid.blocks[run.block].choose == "dev":
+            points.setdefault((run.block, run.dataset, str(run.gold), run.method, run.seed), []).append(run)
+        else:
+            kept.append(run)
+    curves: dict[tuple, dict[str, list[float]]] = {}
+    choices: dict[tuple, list[str]] = {}
+    for (block, dataset, gold, method, seed), group in points.items():
+        scored = [(lookup(r.result, "dev_f1"), i) for i, r in enumerate(group) if r.status == OK and r.result]
+        scored = [(dev, i) for dev, i in scored if dev is not None]
+        best = group[max(scored, key=lambda pair: (pair[0], -pair[1]))[1]] if scored else group[0]
+        kept.append(replace(best, sweep_label=""))
+        setting = (dataset, gold, grid.method_names.get(method, method), grid.blocks[block].sweep_key)
+        choices.setdefault(setting, []).append(f"{best.sweep} (seed {seed})" if scored else f"none (seed {seed})")
+        for dev, i in scored:
+            curves.setdefault(setting, {}).setdefault(group[i].sweep, []).append(dev)
+    notes = [f"Chosen on dev ({setting[3]}), {setting[0]} gold {setting[1]}, {setting[2]}: {', '.join(chosen)}; "
+             + "dev F1 a point: " + ", ".join(f"{label} {sum(v) / len(v):.2f}"
+                                           for label, v in curves.get(setting, {}).items()) + "."
+             for setting, chosen in choices.items()]
+    return kept, notes
+
+
 def runtime_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
     """Per method, the mean wall time of a run: every stage of its chain as its result.json timed them, the
     setting's shared S0 and S1 counted whole (what one run of it alone costs), with the number of runs."""
@@ -554,11 +582,12 @@ def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[
     """The report of ``runs`` laid out by ``grid``: ``reference`` holds the paper's numbers in long form
     (index columns, column, paper; None: none), ``tested`` the test-set line, ``notes`` further lines beside the
     table."""
-    long = collect(grid, runs, perplexity_fn)
+    shown, choices = chosen_on_dev(grid, runs)
+    long = collect(grid, shown, perplexity_fn)
     summary = summarize(long, grid, reference)
     sig = significance(summary, grid)
     table = wide_table(summary, sig, grid, reference_columns)
-    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs),
+    notes = [*([tested] if tested else []), *averaging_note(grid, runs), *settings_notes(runs), *choices,
              *runtime_note(grid, runs), *notes]
     caption = f"{grid.title}. {tested}" if tested else grid.title
     return Report(markdown_report(grid, profile, table, summary, long, notes), summary, sig, table, caption, tested)
