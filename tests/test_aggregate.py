@@ -464,6 +464,7 @@ def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
     assert wide.loc["p: ACLM vs best baseline", "multiconer/de gold300"] == f"LwTR: p={p:.3g}"
     assert "a stale failure" not in report.markdown
     assert "/data/german (a dataset folder, 500 sentences)" in report.markdown
+    assert not [c for c in per_type.table.columns if c.endswith("(dev)")]      # a type's column is no test set
     types = per_type.table.set_index(["dataset", "gold", "method"])
     assert types.loc[("multiconer/de", "300", "ACLM"), "PER"] == f"57.75 ± {statistics.stdev([45, 47, 50, 49]):.2f}"
     assert types.loc[("multiconer/de", "300", "p: ACLM vs best baseline"), "LOC"] == f"LwTR: p={p:.3g}"

@@ -129,6 +129,8 @@ class Grid:
     compare: dict = field(default_factory=dict)  # {method: ..., baselines: [...]}
     plot: dict = field(default_factory=dict)     # {x: index column, y: [columns]}
     average_datasets: bool = False               # an entry is, per seed, the mean over the grid's datasets
+    shows_dev: bool = True                       # its runs' dev F1 beside each run's first column (no: the columns
+                                                 # are not test sets, e.g. entity types)
 
 
 #: A grid keeps no final tagger (840 of them at paper size): scores and predictions are what it is for.

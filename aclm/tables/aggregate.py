@@ -59,10 +59,6 @@ DASH = "—"
 #: the suffix of the column of a run's own dev F1, the score its model selection used, named after the run's first
 #: column (``en (dev)``) and shown beside it; never compared with the paper's nor tested for significance
 DEV = " (dev)"
-
-
-def is_dev(column: str) -> bool:
-    return column.endswith(DEV)
 RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error", "warning", "code",
                "config_hash")
 ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff", "warned", "commits",
@@ -72,6 +68,10 @@ UNCOMMITTED = "+"
 
 
 PerplexityFn = Callable[[Run], Optional[float]]
+
+
+def is_dev(column: str) -> bool:
+    return column.endswith(DEV)
 
 
 # --- collecting runs -----------------------------------------------------------------------
@@ -126,20 +126,20 @@ def collect(grid: Grid, runs: Sequence[Run], perplexity_fn: Optional[PerplexityF
         index = {k: t.format(**fields) for k, t in grid.index.items()}
         made = ({"warning": warning_of(result), "code": code_of(result), "config_hash": result.get("config_hash")}
                 if result is not None else {})
-        for column, path in grid.blocks[run.block].columns.items():
+        row = {**index, "method_id": method_id(run), "seed": run.seed, "run_dataset": run.dataset, **made}
+        columns = grid.blocks[run.block].columns
+        for column, path in columns.items():
             value, row_status, row_error = None, run.status, run.error
             if result is not None:
                 value = perplexity_fn(run) if path == "perplexity" and perplexity_fn else lookup(result, path)
                 if value is None:
                     row_status, row_error = MISSING, f"{run.result_path} has no {path}"
-            rows.append({**index, "column": column.format(**fields), "method_id": method_id(run), "seed": run.seed,
-                         "run_dataset": run.dataset, "score": value, "status": row_status, "error": row_error,
-                         **made})
-        dev = lookup(result, "dev_f1") if result is not None else None
-        own = next(iter(grid.blocks[run.block].columns)).format(**fields)
-        rows.append({**index, "column": own + DEV, "method_id": method_id(run), "seed": run.seed,
-                     "run_dataset": run.dataset,
-                     "score": dev, "status": OK if dev is not None else MISSING, "error": None, **made})
+            rows.append({**row, "column": column.format(**fields), "score": value, "status": row_status,
+                         "error": row_error})
+        if grid.shows_dev:
+            dev = lookup(result, "dev_f1") if result is not None else None
+            rows.append({**row, "column": next(iter(columns)).format(**fields) + DEV, "score": dev,
+                         "status": OK if dev is not None else MISSING, "error": None})
     long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
     if grid.average_datasets:
         long = average_datasets(long, grid)
@@ -478,8 +478,8 @@ def chosen_on_dev(grid: Grid, runs: Sequence[Run]) -> tuple[list[Run], list[str]
     curves: dict[tuple, dict[str, list[float]]] = {}
     choices: dict[tuple, list[str]] = {}
     for (block, dataset, gold, method, seed), group in points.items():
-        scored = [(lookup(r.result, "dev_f1"), i) for i, r in enumerate(group) if r.status == OK and r.result]
-        scored = [(dev, i) for dev, i in scored if dev is not None]
+        scored = [(dev, i) for i, dev in enumerate(lookup(r.result, "dev_f1") if r.status == OK and r.result else None
+                                                    for r in group) if dev is not None]
         best = group[max(scored, key=lambda pair: (pair[0], -pair[1]))[1]] if scored else group[0]
         kept.append(replace(best, sweep_label=""))
         setting = (dataset, gold, grid.method_names.get(method, method), grid.blocks[block].sweep_key)
@@ -538,8 +538,9 @@ def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.D
              f"Profile `{profile}`; entries ok {counts.get(OK, 0)}, failed {counts.get(FAILED, 0)}, "
              f"missing {counts.get(MISSING, 0)}; runs failed {runs.get(FAILED, 0)}, missing {runs.get(MISSING, 0)}. "
              f"Entry: {entry}, [n=k] when only k of the seeds asked for are in, [warned: k] when k of them finished "
-             f"with a warning (below); {DASH} missing. `<column>{DEV}`: the dev F1 of that column's runs, the "
-             f"score their model selection used."]
+             f"with a warning (below); {DASH} missing."
+             + (f" `<column>{DEV}`: the dev F1 of that column's runs, the score their model selection used."
+                if grid.shows_dev else "")]
     if grid.compare:
         lines.append("p: two-sided Welch's t-test of the compared method against the baseline with the highest "
                      "mean in that column and group (n/a: fewer than 2 seeds on a side).")

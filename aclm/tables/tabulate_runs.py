@@ -271,7 +271,8 @@ def table_grid(name: str, runs: Sequence[Run], paper: Optional[Grid]) -> tuple[G
     grid = Grid(name=name, title=f"{title}, beside {paper.title}" if paper else title,
                 reference=dict(paper.reference) if paper else {}, seeds=(), method_names=method_names(runs, paper),
                 index=dict(index), blocks=tuple(blocks), compare=comparison(runs),
-                plot={"x": "method", "y": order} if name == "f1" else {})      # a panel per column, ours and paper
+                plot={"x": "method", "y": order} if name == "f1" else {},      # a panel per column, ours and paper
+                shows_dev=name == "f1")                       # a type's column is no test set: the F1 table has dev
     return grid, sorted(placed, key=run_order), order
 
 
