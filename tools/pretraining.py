@@ -29,8 +29,9 @@ output offline.  This module builds one that knows some language:
 A build runs a fixed number of optimisation steps, with a progress bar (steps,
 ETA) and a one-line summary every ``logging_steps``.  The data order and every
 sentence's masks come from the seed, so a seed gives the same weights on the
-same hardware and thread count (the cores free when the build starts, at most
-all of them; the manifest records it).  Checkpoints go to a scratch folder beside the
+same hardware and thread count (torch's, all cores unless ``OMP_NUM_THREADS``
+says fewer; part of the fingerprint).  The count does not follow other programs'
+load: threads that wait asleep (aclm/__init__.py) cost under 2x beside one.  Checkpoints go to a scratch folder beside the
 output every :data:`CHECKPOINT_SECONDS`, and a killed build resumes from the last
 complete one, to the same weights as a build never stopped.  The result is an
 ordinary ``from_pretrained`` folder, renamed into place when complete, and a
@@ -510,13 +511,15 @@ def _display(path: Path) -> str:
 
 def fingerprint(corpus: dict, base: Sequence[Path], spec: dict, seed: int) -> str:
     """Hash of everything that decides the weights: spec, seed, the text as read (``corpus``, so the readers'
-    code counts too), a warm start's checkpoint files, the build's code (:func:`build_code`) and library versions."""
+    code counts too), a warm start's checkpoint files, the build's code (:func:`build_code`), library versions
+    and the intra-op thread count, which changes how the sums are split and so the last bits of the weights."""
     payload = {
         "spec": spec, "seed": seed,
         "text": hashlib.sha256(json.dumps(corpus, sort_keys=True).encode()).hexdigest(),
         "base": [[p.name, hashlib.sha256(p.read_bytes()).hexdigest()] for p in base],
         "code": build_code(kind_of(spec)),
         "versions": versions(),
+        "threads": torch.get_num_threads(),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -661,36 +664,6 @@ def mbart_tokenizer(folder: Path, train: Sequence[tuple[str, list[str]]], spec: 
     return MBart50TokenizerFast.from_pretrained(folder)
 
 
-def free_cores(seconds: float = 1.0) -> int:
-    """Cores the other processes leave idle: the busy time /proc/stat counts over ``seconds`` while this process
-    sleeps, taken from the core count (every core where there is no /proc/stat)."""
-    cores = os.cpu_count() or 1
-
-    def busy_ticks() -> int:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return sum(fields) - fields[3] - fields[4]          # all but idle and iowait
-
-    try:
-        before = busy_ticks()
-        time.sleep(seconds)
-        busy = (busy_ticks() - before) / os.sysconf("SC_CLK_TCK") / seconds
-    except (OSError, ValueError, IndexError):
-        return cores
-    return max(1, min(cores, round(cores - busy)))
-
-
-def fit_threads_to_free_cores() -> int:
-    """At most as many intra-op threads as cores are free when the build starts: an OpenMP thread whose core is
-    busy holds back every step.  Beside two one-thread trainings on 2 cores the mini mBART took 2.25 s a step
-    with 2 threads, 1.59 s with OMP_WAIT_POLICY=PASSIVE and 1.12 s with 1 thread (40 steps each)."""
-    threads = min(torch.get_num_threads(), free_cores())
-    if threads < torch.get_num_threads():
-        log.info("%d of %d cores are busy with other processes: training with %d thread(s)",
-                 torch.get_num_threads() - threads, torch.get_num_threads(), threads)
-        torch.set_num_threads(threads)
-    return threads
-
-
 def _build(out_dir: Path, text: list[Path], benchmark: list[Path], base: list[Path],
            corpus: tuple[dict[str, list[list[str]]], dict], key: str, spec: dict, seed: int, force: bool,
            checkpoint_seconds: float) -> tuple[dict, bool]:
@@ -727,7 +700,6 @@ def _build(out_dir: Path, text: list[Path], benchmark: list[Path], base: list[Pa
     resumed_from = int(last.name.split("-")[-1]) if last else 0
     if last:
         log.info("resuming the generator's pretraining from %s", last)
-    fit_threads_to_free_cores()
     trainer = PretrainingTrainer(model=model, args=training_arguments(spec, checkpoints, seed),
                                  train_dataset=train_set, data_collator=collator,
                                  callbacks=[SetEpoch(collator), CheckpointClock(checkpoint_seconds), StepSummary()],
