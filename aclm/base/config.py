@@ -119,6 +119,15 @@ class NERConfig:
 
 
 @dataclass
+class TuningConfig:
+    learning_rates: list = key("S7 trains a tagger at each rate and keeps the best on dev (gold_only_tuned; empty: "
+                               "ner.lr alone, as every other method)", factory=list,
+                               check=(lambda v: all(lr > 0 for lr in v), LEARNING_RATE[1]))
+    anneal_patience: Optional[int] = key("S7's ner.anneal_patience while tuning (null: ner's own)", default=None,
+                                         check=(lambda v: v is None or v >= 0, "give 0 or more, or null"))
+
+
+@dataclass
 class KeywordConfig:
     selection: str = key("how S2 picks keywords: attention (ACLM), random (ACLM random, matched count), "
                          "random_released (the released random draw), none (ACLM only entity)",
@@ -316,6 +325,7 @@ class Config:
     splits: SplitConfig = section(SplitConfig, "S0: how the gold sample and the dev set are drawn")
     data_check: DataCheckConfig = section(DataCheckConfig, "the check of every file before any training")
     ner: NERConfig = section(NERConfig, "the NER tagger: S1 on gold, S7 on gold + augmentations")
+    tuning: TuningConfig = section(TuningConfig, "S7's learning rate chosen on dev, and its patience")
     keywords: KeywordConfig = section(KeywordConfig, "S2: keywords from the S1 tagger's attention")
     generator: GeneratorConfig = section(GeneratorConfig, "S4: the generator fine-tuned on S3's templates")
     generation: GenerationConfig = section(GenerationConfig, "S5: generation from dynamic masks, with mixner")
@@ -499,6 +509,9 @@ COMBINATIONS: tuple[tuple[str, Callable[[DictConfig], bool], str], ...] = (
      and c.generation.mixner.beta >= 0.5,
      "with generation.mixner.beta={c.generation.mixner.beta} never mixes (gamma is always 0.5): mode=off "
      "under another name; give a positive spread, or mode=off"),
+    ("tuning.learning_rates", lambda c: c.method == "gold_only" and bool(c.tuning.learning_rates),
+     "is not read by Gold-only, whose scores are S1's tagger's (shared by every method of the setting): "
+     "run method=gold_only_tuned"),
 )
 
 

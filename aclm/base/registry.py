@@ -1,6 +1,7 @@
 """The method table: one entry per method, the one place that says what a method is.
 
-An entry names how the method generates (``none``: Gold-only; ``aclm``: the
+An entry names how the method generates (``none``: Gold-only, whose scores are
+S1's, or a tagger of its own on the gold alone, Gold-only tuned; ``aclm``: the
 keyword, template, generator and generation stages S2-S5; ``augment``: one
 stage running a function ``augment(cfg, gold) -> (rows, counts)``), the
 config keys that stage reads (they alone reach it and are fingerprinted),
@@ -56,7 +57,7 @@ class Method:
     @property
     def phase(self) -> int:
         """0: S1 (Gold-only); 1: methods that need only S1; one more per method needed first."""
-        if self.generation == "none":
+        if self.name == "gold_only":
             return 0
         return 1 + max((get(n).phase for n in self.needs), default=0)
 
@@ -100,6 +101,8 @@ def get(name: str) -> Method:
 # WikiNEuRal draws silver sentences.
 for _method in (
     Method("gold_only", "S1 tagger on the gold sample", "none", title="Gold-only"),
+    Method("gold_only_tuned", "Gold-only with S7's learning rate chosen on dev and a long patience (tuning.*)",
+           "none", title="Gold-only (tuned)"),
     Method("lwtr", "label-wise token replacement", "augment", ("lwtr", "generation.rounds"),
            "baselines.lwtr:augment_gold", title="LwTR", generation_cost=0.0),
     Method("daga", "LSTM language model over tag-before-token sentences", "augment",

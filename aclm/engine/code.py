@@ -15,6 +15,7 @@ import ast
 import hashlib
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -154,8 +155,25 @@ def _git(*args: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
+def hardware() -> dict:
+    """The machine a stage ran on: CPU model and cores, and the GPU where this process has used CUDA."""
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")),
+               platform.processor() or platform.machine())
+    torch = sys.modules.get("torch")                 # never imported here: a stage that used no torch used no GPU
+    gpu = torch.cuda.get_device_name() if torch is not None and torch.cuda.is_initialized() else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "system": platform.platform()}
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def checkout() -> dict:
-    """Commit, dirty flag (and the uncommitted diff's digest), package path, Python and library versions."""
+    """Commit, dirty flag (and the uncommitted diff's digest), package path, the command, the hardware, Python
+    and library versions."""
     import aclm
 
     commit = _git("rev-parse", "HEAD")
@@ -167,5 +185,9 @@ def checkout() -> dict:
         if record["dirty"]:
             diff = (_git("diff", "HEAD", "--binary") or "") + status
             record["diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
+    script = Path(sys.argv[0]).resolve() if sys.argv[0] not in ("", "-c") else None
+    shown = str(script.relative_to(PROJECT_ROOT)) if script and script.is_relative_to(PROJECT_ROOT) else sys.argv[0]
+    record["command"] = " ".join(["python", shown or "", *sys.argv[1:]])
+    record["hardware"] = hardware()
     record["versions"] = library_versions()
     return record

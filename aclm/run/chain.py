@@ -2,6 +2,10 @@
 
     S0 data -> S1 gold tagger -> S1 scores              (Gold-only ends here)
             -> the method's own stages -> S6 -> S7 tagger -> S7 scores
+    S0 data -> S7 tagger on the gold alone -> S7 scores (another method that generates nothing:
+                                                         Gold-only tuned on dev)
+
+S7 chooses its learning rate on dev (:mod:`aclm.stages.tuned`) where ``tuning.learning_rates`` names rates.
 
 The method's own stages are ACLM's S2-S5 (keywords, templates, generator,
 generation) or one ``augment`` stage running the method's function from the
@@ -56,6 +60,7 @@ from aclm.stages.ner import s1_stage, s7_stage
 from aclm.stages.postprocess import postprocess_stage
 from aclm.stages.scores import s1_eval_stage, s7_eval_stage
 from aclm.stages.templates import templates_stage
+from aclm.stages.tuned import s7_tuned_stage
 
 
 log = logging.getLogger("aclm.run.chain")
@@ -126,8 +131,12 @@ def chain(cfg: DictConfig) -> list[Step]:
     """The steps of ``cfg.method``, in order, as this config runs them."""
     method = registry.get(cfg.method)
     gold = [Step(layout.DATA, data_stage), Step(layout.S1, s1_stage)]
-    if method.generation == "none":
+    tagger = Step(layout.S7, s7_tuned_stage) if cfg.tuning.learning_rates else Step(layout.S7, s7_stage)
+    if method.generation == "none" and method.name == layout.GOLD_ONLY:
         return wired([*gold, Step(layout.S1_EVAL, s1_eval_stage)])
+    if method.generation == "none":
+        return wired([gold[0], Step(layout.S7, s7_tuned_stage, {"s6_postprocess": None}),
+                      Step(layout.S7_EVAL, s7_eval_stage)])
     if method.generation == "aclm":
         own = [Step(layout.S2, keywords_stage), Step(layout.S3, templates_stage), Step(layout.S4, generator_stage),
                Step(layout.S5, generation_stage, frees="" if cfg.storage.keep_models else layout.S4)]
@@ -137,7 +146,7 @@ def chain(cfg: DictConfig) -> list[Step]:
     keep_tagger = cfg.storage.keep_models or cfg.storage.keep_final_tagger
     return wired([*gold, *own,
                   Step(layout.S6, postprocess_stage, {"generations": own[-1].name, **unfiltered}),
-                  Step(layout.S7, s7_stage),
+                  tagger,
                   Step(layout.S7_EVAL, s7_eval_stage, frees="" if keep_tagger else layout.S7)])
 
 

@@ -8,6 +8,7 @@
             gold+aug.conll aug.conll report.json   a method's training set, its augmentations, what S6 dropped
             predictions/<test set>.conll        the scored tagger's predictions (word, gold tag, predicted tag)
             result.json                         the run's scores, config and checkout
+            MODEL_CARD.md                       the run in words: data, models, scores, command, hardware, code
 
 Files are copied, not linked, so the folder (or its ``.tar.gz``) stands alone.  A cell that failed or
 never ran has an index line saying so and no files.
@@ -22,10 +23,14 @@ from typing import Optional, Sequence
 
 from aclm.base.io import atomic_write_text
 from aclm.experiments.grid import Cell, Grid
+from aclm.engine.identity import STAMP
+from aclm.engine.stages import stamp
 from aclm.stages import layout
+from aclm.tables.parameters import parameters_line
 from aclm.tables.aggregate import test_sets
 from aclm.tables.runs import OK, Run, method_id, of_cell
 
+CARD = "MODEL_CARD.md"
 #: The same fields on every index line, so that a datasets.Dataset gets one schema.
 FIELDS = ("table", "profile", "dataset", "gold", "seed", "method", "variant", "status", "error", "f1",
           "folder", "gold_train", "gold_dev", "train", "augmentations", "s6_report", "predictions", "result",
@@ -69,11 +74,45 @@ def export_cell(grid: Grid, cell: Cell, run: Run, profile: str, root: Path) -> d
     for predictions in sorted((cell.layout.result_path.parent / layout.PREDICTIONS).glob("*.conll")):
         line["predictions"].append(_copy(predictions, target / layout.PREDICTIONS / predictions.name,
                                          folder / layout.PREDICTIONS / predictions.name))
+    atomic_write_text(target / CARD, model_card(cell, run))
     checkout = run.result.get("checkout") or {}
     line.update(status="ok", f1=run.result["f1"], folder=str(folder), commit=checkout.get("commit"),
                 dirty=checkout.get("dirty"))
     line["train"] = line["train"] or line["gold_train"]             # Gold-only trains on the gold sample
     return line
+
+
+def model_card(cell: Cell, run: Run) -> str:
+    """One run told as the ACL checklist asks: what it trained on and with what, its scores with the dev score
+    its selection used, the command, the machine, the libraries and the code."""
+    result = run.result
+    tagger_stage = cell.layout.stage(layout.S1 if cell.method == layout.GOLD_ONLY else layout.S7)
+    trained_on = stamp(tagger_stage) if (tagger_stage / STAMP).exists() else {}
+    made_by = trained_on.get("checkout") or result.get("checkout") or {}
+    hardware = made_by.get("hardware")
+    training = result.get("training") or {}
+    sizes = result.get("sizes") or {}
+    tests = "; ".join(f"{name} {scores['f1']:.4f}" for name, scores in (result.get("test") or {}).items())
+    versions = ", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items())
+    return "\n".join([
+        f"# {method_id(cell)} on {cell.dataset}, {cell.gold} gold sentences, seed {cell.seed}", "",
+        f"- **Trained on:** {sizes.get('train', '?')} sentences ({sizes.get('gold', '?')} gold), dev "
+        f"{sizes.get('dev', '?')} sentences; `{layout.GOLD_AUG if cell.method != layout.GOLD_ONLY else 'gold'}`.",
+        f"- **Models it fine-tunes:** {parameters_line(cell.method, result.get('config') or {})} trainable "
+        f"parameters (tagger `{(result.get('config') or {}).get('ner', {}).get('model')}`).",
+        f"- **Training:** {training.get('epochs_trained', '?')} of {training.get('max_epochs', '?')} epochs "
+        f"({training.get('stop_reason', 'not recorded')})"
+        + (f"; learning rate {training['chosen_lr']} chosen on dev from {training['dev_f1_by_lr']}"
+           if "chosen_lr" in training else "") + ".",
+        f"- **Scores (span F1, 0-1):** test {result.get('f1', float('nan')):.4f} on {cell.dataset}, dev "
+        f"{result.get('dev_f1', float('nan')):.4f} (the model selection's); every test set: {tests}.",
+        f"- **Command:** `{made_by.get('command', 'not recorded')}` (the tagger's; `result.json` has the config).",
+        "- **Hardware:** " + (f"{hardware['cpu']}, {hardware['cores']} cores, GPU {hardware['gpu'] or 'none'} "
+                              f"({hardware['system']})" if hardware else "not recorded (a run older than the record)")
+        + ".",
+        f"- **Libraries:** {versions or 'not recorded'}.",
+        f"- **Code:** {made_by.get('commit') or 'not recorded'}"
+        + (" with uncommitted changes" if made_by.get("dirty") else "") + ".", ""])
 
 
 def _copy(source: Path, target: Path, name: Path) -> Optional[str]:
@@ -107,7 +146,9 @@ def card(grid: Grid, cells: Sequence[Cell], runs: Sequence[Run], profile: str, l
         "- `aug.conll`: the augmentations alone; `report.json`: what S6 counted, kept and dropped, and why;",
         "- `predictions/<test set>.conll`: `word<TAB>gold tag<TAB>predicted tag` of the scored tagger;",
         "- `result.json`: the scores (overall, per type, per length, per test set), the whole config, the "
-        "timings and the checkout that ran it.", "",
+        "timings and the checkout that ran it;",
+        f"- `{CARD}`: the run in words: data, the models it fine-tunes and their parameters, scores beside the dev "
+        "score, the command, the hardware, the libraries and the commit.", "",
         "A Gold-only cell has no augmentations: its tagger trained on `gold/train.conll`.", "",
         *(["## Not in this folder", "", *not_done, ""] if not_done else []),
     ])

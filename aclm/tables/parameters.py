@@ -1,0 +1,55 @@
+"""Trainable parameters a method's run fine-tunes, counted from the models' configs (no weights loaded).
+
+Every run trains the tagger's encoder (``ner.model``, fine-tuned); a generating method also fine-tunes its
+pretrained generator (the method table's ``generator`` section, MELM's ``melm.model``).  The count is the
+encoder's or the generator's whole model as transformers builds it on the ``meta`` device, so it costs no
+memory and no download where the config is local; a model whose config is not here counts as unknown.  The
+tagger's linear head (a few thousand weights) and DAGA's own LSTM are left out, and said to be.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Mapping
+
+from aclm.base import registry
+from aclm.base.dicts import flatten
+from aclm.base.models import load_path
+
+
+@lru_cache(maxsize=None)
+def model_parameters(name: str) -> int | None:
+    """Parameters of the model ``name`` (a hub id, folder or ``pkg:`` name) as built from its config alone."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+    try:
+        config = AutoConfig.from_pretrained(load_path(name), local_files_only=True)
+    except (OSError, ValueError):
+        return None
+    kind = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModel
+    with torch.device("meta"):
+        model = kind.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def trained_models(method: str, config: Mapping) -> dict[str, str]:
+    """What a run of ``method`` fine-tunes, by role -> model name, from its config (result.json's)."""
+    keys = flatten(dict(config))
+    models = {"tagger": keys.get("ner.model")}
+    entry = registry.get(method.split("@")[0])
+    for section in (entry.generator, *(k.split(".")[0] for k in entry.keys)):
+        if section and f"{section}.model" in keys:
+            models[section] = keys[f"{section}.model"]
+    return {role: name for role, name in models.items() if name}
+
+
+def in_millions(count: int | None) -> str:
+    return "unknown" if count is None else f"{count / 1e6:.1f}M"
+
+
+def parameters_line(method: str, config: Mapping) -> str:
+    """``tagger all-MiniLM 22.7M + generator mbart 7.7M``: what one run of ``method`` trains."""
+    models = trained_models(method, config)
+    parts = [f"{role} {in_millions(model_parameters(str(name)))}" for role, name in models.items()]
+    return " + ".join(parts) + (" + its LSTM" if method.split("@")[0] == "daga" else "")
