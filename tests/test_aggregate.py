@@ -580,3 +580,31 @@ def test_checking_a_finished_run_loads_no_training_library(fast, tmp_path):
     cell = f"Cell('tiny', 'sample/en', 'full', 'gold_only', 1, {str(tmp_path)!r}, overrides={overrides!r})"
     code = f"from aclm.experiments.grid import Cell\nassert {cell}.is_done()"
     assert loaded_in_fresh_python(code) == ["aclm.run.chain"]
+
+
+def test_gold_only_at_twice_the_gold_is_a_row_of_each_size_whose_double_ran(table):
+    from aclm.tables.aggregate import ANNOTATE_MORE
+
+    _, report = table
+    row = entry(report, "100", ANNOTATE_MORE, "en")          # Gold-only's one seed at 200, beside the 100s
+    assert row["n"] == 1 and row["mean"] == pytest.approx(40.0) and pd.isna(row["paper"])
+    assert not ((report.summary["gold"] == "200") & (report.summary["method_id"] == ANNOTATE_MORE)).any()
+    rows = list(report.table.set_index(["gold", "method"]).index)
+    assert rows[rows.index(("100", "Gold-only")) + 1] == ("100", ANNOTATE_MORE)
+
+
+def test_the_parameters_a_run_fine_tunes_are_its_models_as_built(tiny_models):
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
+
+    from aclm.tables.parameters import model_parameters, trained_models
+
+    config = {"ner": {"model": "models/tiny/xlm-roberta"}, "generator": {"model": "models/tiny/mbart-large-50"},
+              "lwtr": {"p": 0.3}}
+    assert trained_models("aclm", config) == {"tagger": "models/tiny/xlm-roberta",
+                                              "generator": "models/tiny/mbart-large-50"}
+    assert trained_models("lwtr", config) == {"tagger": "models/tiny/xlm-roberta"}
+    tagger = AutoModel.from_pretrained(tiny_models / "xlm-roberta")
+    generator = AutoModelForSeq2SeqLM.from_pretrained(tiny_models / "mbart-large-50")
+    assert model_parameters("models/tiny/xlm-roberta") == sum(p.numel() for p in tagger.parameters())
+    assert model_parameters("models/tiny/mbart-large-50") == sum(p.numel() for p in generator.parameters())
+    assert model_parameters("no/such-model-anywhere") is None

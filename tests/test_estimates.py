@@ -68,3 +68,16 @@ def test_s7s_scoring_is_counted_from_s1s_in_this_profiles_runs_when_this_run_has
     cfg = load_config(["profile=mini", f"run_dir={tmp_path}"])
     stage(tmp_path / "mini" / "multiconer" / "en" / "gold100" / "seed1@gold_only", layout.S1_EVAL, 12.0)
     assert guesses(cfg, {layout.S7_EVAL: None}) == {layout.S7_EVAL: 12.0}
+
+
+def test_a_tuned_s7_counts_one_tagger_a_rate(tmp_path):
+    runs = tmp_path / "mini" / "multiconer" / "en" / "gold100" / "seed1"
+    for name, seconds, config in ((layout.S1, 100.0, {}), (f"lwtr/{layout.S7}", 200.0, {})):
+        folder = runs / name
+        folder.mkdir(parents=True)
+        (folder / STAMP).write_text(json.dumps({"stage": name, "seconds": seconds, "config": config}))
+    tuned = load_config(["profile=mini", f"run_dir={tmp_path}", "method=gold_only_tuned"])
+    aclm = load_config(["profile=mini", f"run_dir={tmp_path}", "method=aclm", "tuning.learning_rates=[0.01,0.02]"])
+    assert estimates.recorded_seconds(tuned, layout.S7) == 400.0          # the gold alone: S1's 100 s, 4 rates
+    assert estimates.recorded_seconds(aclm, layout.S7) == 400.0           # LwTR's untuned S7, twice
+    assert estimates.recorded_seconds(load_config(["profile=mini", f"run_dir={tmp_path}"]), layout.S7) == 200.0

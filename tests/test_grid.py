@@ -126,13 +126,18 @@ def test_prerequisites_s1_and_aclm_for_wikineural():
 
 
 def test_an_optional_method_runs_only_when_methods_names_it_and_brings_what_it_needs():
-    grid = load_grid("mini_table1")
-    assert "gold_only_budget" not in {c.method for c in expand(grid, "mini")}
-    cells = expand(grid, "mini", sizes="100", methods="gold_only_budget", seeds="1")
-    assert [c.method for c in cells] == ["gold_only_budget"]
-    assert [c.method for c in with_prerequisites(cells)] == ["gold_only", "aclm", "gold_only_budget"]
-    assert [c.method for c in expand(grid, "mini", sizes="100", methods="aclm,gold_only_budget", seeds="1")] == [
-        "aclm", "gold_only_budget"]
+    grid = load_grid("table1")
+    assert not {"gold_only_budget", "gold_only_tuned"} & {c.method for c in expand(grid, "paper")}
+    cells = expand(grid, "paper", langs="en", sizes="100", methods="gold_only_budget", seeds="1")
+    assert {c.method for c in cells} == {"gold_only_budget"}
+    assert [c.method for c in with_prerequisites(cells[:1])] == ["gold_only", "aclm", "gold_only_budget"]
+    assert {c.method for c in expand(grid, "paper", langs="en", sizes="100", methods="aclm,gold_only_tuned",
+                                     seeds="1")} == {"aclm", "gold_only_tuned"}
+
+
+def test_the_miniature_runs_the_controls_by_default():
+    methods = {c.method for c in expand(load_grid("mini_table1"), "mini")}
+    assert {"gold_only_tuned", "gold_only_budget"} <= methods
 
 
 def rules(text: str) -> dict[str, tuple[str, str]]:

@@ -154,11 +154,10 @@ def _git(*args: str) -> str | None:
     return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
 
 
-@lru_cache(maxsize=1)
 def hardware() -> dict:
-    """The machine a stage ran on: CPU model and cores, and the GPU where this process has used CUDA."""
+    """The machine a stage ran on: CPU model and cores, and the GPU where this process has used CUDA by now."""
     cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")),
-               platform.processor() or platform.machine())
+               platform.machine())
     torch = sys.modules.get("torch")                 # never imported here: a stage that used no torch used no GPU
     gpu = torch.cuda.get_device_name() if torch is not None and torch.cuda.is_initialized() else None
     return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "system": platform.platform()}
@@ -171,9 +170,10 @@ def _cpuinfo() -> str:
         return ""
 
 
+@lru_cache(maxsize=1)
 def checkout() -> dict:
-    """Commit, dirty flag (and the uncommitted diff's digest), package path, the command, the hardware, Python
-    and library versions."""
+    """Commit, dirty flag (and the uncommitted diff's digest), package path, the command, Python and library
+    versions."""
     import aclm
 
     commit = _git("rev-parse", "HEAD")
@@ -188,6 +188,5 @@ def checkout() -> dict:
     script = Path(sys.argv[0]).resolve() if sys.argv[0] not in ("", "-c") else None
     shown = str(script.relative_to(PROJECT_ROOT)) if script and script.is_relative_to(PROJECT_ROOT) else sys.argv[0]
     record["command"] = " ".join(["python", shown or "", *sys.argv[1:]])
-    record["hardware"] = hardware()
     record["versions"] = library_versions()
     return record

@@ -29,7 +29,7 @@ from aclm.base.io import atomic_dir, read_json, write_json
 from aclm.base.runtime import RunError, cpu_threads
 from aclm.base.signals import check_interrupted
 from aclm.engine import memory
-from aclm.engine.code import checkout, code_digests, edited_while_running
+from aclm.engine.code import checkout, code_digests, edited_while_running, hardware
 from aclm.engine.identity import (HUB_REVISION, STAMP, differences, folder_digests, hashed, identity, model_reads,
                                   view)
 
@@ -182,7 +182,7 @@ def run_stage(name: str, out_dir: Path, config: Mapping, inputs: Sequence[Path],
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - start, 3), "memory": {**peak.facts(), **memory.reserved_peak()},
             "threads": cpu_threads(), "inputs": list(now["inputs"]), "config": to_dict(config), "identity": now,
-            "reason": reason, "checkout": checkout(), "lease": lease, "facts": found, "outputs": _listing(scratch),
+            "reason": reason, "checkout": {**checkout(), "hardware": hardware()}, "lease": lease, "facts": found, "outputs": _listing(scratch),
             "bytes": folder_bytes(scratch)})
     log.info("%s: done in %.1f s", name, time.perf_counter() - start)
     return True

@@ -1,7 +1,8 @@
 """How long the rest of a run may take, said after each stage, by ``--dry-run`` and by the demo.
 
 A stage still to run is counted from what is known of it, in this order: the median time it took in this
-profile's earlier runs under the run folder; else a stage that did the same work (S7's tagger from this run's
+profile's earlier runs under the run folder (a tuned S7, :mod:`aclm.stages.tuned`, from tuned ones, else
+one tagger's time per rate); else a stage that did the same work (S7's tagger from this run's
 S1, its training time scaled by S7's training sentences; S7's scoring from S1's, on the same test sets, in this
 run or this profile's others); else the profile's measured run (:data:`MEASURED`: one run per profile and
 recipe on 2 idle cores, with its command and commit), which a first run on a new machine has.  A stage with
@@ -17,6 +18,7 @@ from typing import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from aclm.base import registry
 from aclm.base.io import read_json, write_json
 from aclm.base.paths import CONFIG_DIR
 from aclm.engine.stages import STAMP, stamp
@@ -31,9 +33,23 @@ MEASURED = CONFIG_DIR / "stage_seconds.json"
 def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
     """The median time the stage ``name`` took in the runs of this profile under ``run_dir`` (None: none
     recorded): a rough guess of what it will take here."""
-    times = sorted(stamp(path.parent)["seconds"]
-                   for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}"))
-    return times[len(times) // 2] if times else None
+    stamps = [stamp(path.parent) for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}")]
+    scale = 1
+    if name == layout.S7:           # a tagger tuned on dev trains one tagger per rate: like for like, else scaled
+        rates = len(cfg.tuning.learning_rates)
+        alike = [s for s in stamps if bool(tuning_rates(s["config"])) == bool(rates)]
+        if not alike and registry.get(cfg.method).generation == "none":      # on the gold alone: S1's work
+            s1 = recorded_seconds(cfg, layout.S1)
+            return s1 * max(1, rates) if s1 is not None else None
+        scale = 1 if alike or not stamps else rates
+        stamps = alike or stamps
+    times = sorted(s["seconds"] for s in stamps)
+    return times[len(times) // 2] * scale if times else None
+
+
+def tuning_rates(config: Mapping) -> list:
+    """The learning rates a stage's recorded config tuned S7 over (none: not tuned)."""
+    return list((config.get("tuning") or {}).get("learning_rates") or [])
 
 
 def measured_run(cfg: DictConfig) -> dict | None:
@@ -43,8 +59,9 @@ def measured_run(cfg: DictConfig) -> dict | None:
     return max(fitting, key=lambda r: len(r["keys"]), default=None)
 
 
-def sibling_seconds(name: str, done: Mapping[str, Path]) -> float | None:
-    """``name``'s time guessed from its sibling's in this run (None: no sibling, or not run yet)."""
+def sibling_seconds(cfg: DictConfig, name: str, done: Mapping[str, Path]) -> float | None:
+    """``name``'s time guessed from its sibling's in this run (None: no sibling, or not run yet); a tuned S7
+    trains one tagger per rate."""
     sibling = SIBLINGS.get(name)
     if sibling not in done:
         return None
@@ -55,7 +72,7 @@ def sibling_seconds(name: str, done: Mapping[str, Path]) -> float | None:
         return None
     gold, added = seen["facts"]["train"], stamp(done[layout.S6])["facts"]["added"]
     training = seen["facts"]["training"]["seconds"]["train"]
-    return seen["seconds"] + training * added / max(gold, 1)
+    return (seen["seconds"] + training * added / max(gold, 1)) * max(1, len(cfg.tuning.learning_rates))
 
 
 def duration(seconds: float) -> str:
@@ -69,7 +86,7 @@ def guesses(cfg: DictConfig, recorded: Mapping[str, float | None], done: Mapping
     measured = (measured_run(cfg) or {}).get("seconds", {})
     out = {}
     for name, seconds in recorded.items():
-        seconds = sibling_seconds(name, done or {}) if seconds is None else seconds
+        seconds = sibling_seconds(cfg, name, done or {}) if seconds is None else seconds
         if seconds is None and name == layout.S7_EVAL:      # the same test sets as S1's scoring in this profile's runs
             seconds = recorded_seconds(cfg, layout.S1_EVAL)
         out[name] = measured.get(name) if seconds is None else seconds

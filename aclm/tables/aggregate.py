@@ -564,7 +564,8 @@ def run_lines(rows: pd.DataFrame, grid: Grid, text: str) -> list[str]:
 
 def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.DataFrame, long: pd.DataFrame,
                     notes: Optional[list[str]] = None) -> str:
-    counts = summary[~summary["column"].map(is_dev)].groupby("status").size().to_dict()
+    summary, long = summary[summary["method_id"] != ANNOTATE_MORE], long[long["method_id"] != ANNOTATE_MORE]
+    counts = summary[~summary["column"].map(is_dev)].groupby("status").size().to_dict()   # (its runs are Gold-only's)
     long = long[~long["column"].isin(grid.derived)]        # a derived column repeats its parts' runs
     runs = long.drop_duplicates([*grid.index, "method_id", "seed", "run_dataset"]).groupby("status").size().to_dict()
     entry = "mean ± std over seeds" + (" (paper; ours − paper)" if grid.reference.get("file") else "")
