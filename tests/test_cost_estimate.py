@@ -36,3 +36,14 @@ def test_only_what_reads_the_gold_sentences_grows_with_them():
     assert table1["test_scorings"] == 7 * TEST_SETS and table1["sentences_per_test_set"] == 2000
     assert table1["official_test_sets"] == pytest.approx([0.001 * 7 * TEST_SETS * (n - 2000)
                                                           for n in OFFICIAL_TEST_SENTENCES])
+
+
+def test_the_controls_are_costed_apart_from_the_papers_table():
+    table1 = table1_estimate(ROWS, gold=100, dev=800)
+    controls = table1["controls"]
+    assert set(controls) == {"gold_only_budget", "gold_only_tuned"} and "gold_only_tuned" not in table1["runs"]
+    gold_only = table1["methods"]["gold_only"]["low"]
+    scoring = 120 * 5.0 + TEST_SETS * 2000 * 0.001
+    # four rates, each S1's training; the budget control trains as ACLM's S7 does, without generating
+    assert controls["gold_only_tuned"]["low"] == pytest.approx(4 * (gold_only - scoring) + scoring)
+    assert controls["gold_only_budget"]["high"] == pytest.approx(scoring + 120 * (10 + 50) + 6 * 100 * GOLD_SCALES)
