@@ -34,7 +34,7 @@ def fake_runs(run_dir) -> None:
         "commit": "abc123", "command": "python scripts/run_method.py method=lwtr seed=1",
         "hardware": {"cpu": "Some CPU 9000", "cores": 2, "gpu": None, "system": "Linux"}}}))
     result = cells["lwtr"].layout.result_path
-    result.write_text(json.dumps({**json.loads(result.read_text()), "dev_f1": 0.3125,
+    result.write_text(json.dumps({**json.loads(result.read_text()), "dev_f1": 31.25,
                                   "training": {"epochs_trained": 7, "max_epochs": 100, "stop_reason": "annealed"},
                                   "config": {"ner": {"model": "models/tiny/xlm-roberta"}}}))
     s6 = cells["lwtr"].layout.stage(layout.S6)
@@ -69,7 +69,7 @@ def test_export_copies_each_cell_and_writes_an_index_datasets_loads(tmp_path):
     assert "Paper: the official MultiCoNER v1 test sets" in card                  # which test set each side used
     model_card = (root / rows["lwtr"]["folder"] / "MODEL_CARD.md").read_text()
     assert "`python scripts/run_method.py method=lwtr seed=1`" in model_card and "Some CPU 9000, 2 cores" in model_card
-    assert "test 24.0000 on multiconer/en, dev 0.3125" in model_card and "7 of 100 epochs (annealed)" in model_card
+    assert "test 24.00 on multiconer/en, dev 31.25" in model_card and "7 of 100 epochs (annealed)" in model_card
     assert "Hardware:** not recorded" in (root / rows["gold_only"]["folder"] / "MODEL_CARD.md").read_text()
     with tarfile.open(tmp_path / "exports" / "tiny" / "table1.tar.gz") as packed:
         assert "table1/index.jsonl" in packed.getnames()

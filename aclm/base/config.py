@@ -128,6 +128,19 @@ class TuningConfig:
 
 
 @dataclass
+class GlinerConfig:
+    model: str = key("the span tagger of gliner_*: a pretrained GLiNER (hub id or folder), or encoder:<encoder> "
+                     "for one with no span pretraining over that encoder")
+    labels: dict = key("entity type -> the name GLiNER is prompted with (a type not listed: lower-cased)",
+                       factory=dict)
+    threshold: float = key("a span scored above this is an entity", check=(lambda v: 0 < v < 1, "give a "
+                           "probability in (0, 1): at 0 every span is an entity, at 1 none"))
+    batch_size: int = key("sentences a batch, in fine-tuning and in tagging", check=BATCH)
+    epochs: int = key("gliner_finetuned: fine-tuning epochs (the one with the best dev F1 is kept)", check=EPOCHS)
+    lr: float = key("gliner_finetuned: learning rate", check=LEARNING_RATE)
+
+
+@dataclass
 class KeywordConfig:
     selection: str = key("how S2 picks keywords: attention (ACLM), random (ACLM random, matched count), "
                          "random_released (the released random draw), none (ACLM only entity)",
@@ -326,6 +339,7 @@ class Config:
     data_check: DataCheckConfig = section(DataCheckConfig, "the check of every file before any training")
     ner: NERConfig = section(NERConfig, "the NER tagger: S1 on gold, S7 on gold + augmentations")
     tuning: TuningConfig = section(TuningConfig, "S7's learning rate chosen on dev, and its patience")
+    gliner: GlinerConfig = section(GlinerConfig, "GLiNER, the span tagger of gliner_zero_shot and gliner_finetuned")
     keywords: KeywordConfig = section(KeywordConfig, "S2: keywords from the S1 tagger's attention")
     generator: GeneratorConfig = section(GeneratorConfig, "S4: the generator fine-tuned on S3's templates")
     generation: GenerationConfig = section(GenerationConfig, "S5: generation from dynamic masks, with mixner")

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 from aclm.base.paths import CONFIG_DIR
 
 GENERATIONS = ("none", "aclm", "augment")
+TAGGERS = ("flair", "gliner", "gliner_zero_shot")
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,13 @@ class Method:
     title: str = ""                     # its name in tables (default: name)
     generation_cost: float = 1.0        # its generation's cost as a share of ACLM's S4+S5, assumed, not measured
                                         # (tools/stage_costs.py's Table 1 estimate)
+    tagger: str = "flair"               # flair (S1/S7), gliner (S7 fine-tunes GLiNER), gliner_zero_shot (no S7)
 
     def __post_init__(self) -> None:
         if self.generation not in GENERATIONS:
             raise ValueError(f"method {self.name!r}: generation must be one of {GENERATIONS}")
+        if self.tagger not in TAGGERS:
+            raise ValueError(f"method {self.name!r}: tagger must be one of {TAGGERS}")
         if (self.generation == "augment") != bool(self.augment):
             raise ValueError(f"method {self.name!r}: an augment function goes with generation='augment' only")
         if not self.title:
@@ -103,6 +107,10 @@ for _method in (
     Method("gold_only", "S1 tagger on the gold sample", "none", title="Gold-only"),
     Method("gold_only_tuned", "Gold-only with S7's learning rate chosen on dev and a long patience (tuning.*)",
            "none", title="Gold-only (tuned)"),
+    Method("gliner_zero_shot", "GLiNER as pretrained, prompted with the dataset's type names (no training)", "none",
+           tagger="gliner_zero_shot", title="GLiNER zero-shot"),
+    Method("gliner_finetuned", "GLiNER fine-tuned on the gold sample, the epoch best on dev kept (gliner.*)", "none",
+           tagger="gliner", title="GLiNER fine-tuned"),
     Method("lwtr", "label-wise token replacement", "augment", ("lwtr", "generation.rounds"),
            "baselines.lwtr:augment_gold", title="LwTR", generation_cost=0.0),
     Method("daga", "LSTM language model over tag-before-token sentences", "augment",

@@ -3,7 +3,8 @@
     S0 data -> S1 gold tagger -> S1 scores              (Gold-only ends here)
             -> the method's own stages -> S6 -> S7 tagger -> S7 scores
     S0 data -> S7 tagger on the gold alone -> S7 scores (another method that generates nothing:
-                                                         Gold-only tuned on dev)
+                                                         Gold-only tuned on dev; GLiNER fine-tuned)
+    S0 data -> S7 scores                                (GLiNER zero-shot)
 
 S7 chooses its learning rate on dev (:mod:`aclm.stages.tuned`) where ``tuning.learning_rates`` names rates.
 
@@ -59,6 +60,7 @@ from aclm.stages.layout import RunLayout
 from aclm.stages.ner import s1_stage, s7_stage
 from aclm.stages.postprocess import postprocess_stage
 from aclm.stages.scores import s1_eval_stage, s7_eval_stage
+from aclm.stages.spans import span_eval_stage, span_stage
 from aclm.stages.templates import templates_stage
 from aclm.stages.tuned import s7_tuned_stage
 
@@ -132,6 +134,9 @@ def chain(cfg: DictConfig) -> list[Step]:
     method = registry.get(cfg.method)
     gold = [Step(layout.DATA, data_stage), Step(layout.S1, s1_stage)]
     tagger = Step(layout.S7, s7_tuned_stage) if cfg.tuning.learning_rates else Step(layout.S7, s7_stage)
+    if method.tagger != "flair":             # a span tagger: trained on the gold sample, or as pretrained
+        trained = [Step(layout.S7, span_stage)] if method.tagger == "gliner" else []
+        return wired([gold[0], *trained, Step(layout.S7_EVAL, span_eval_stage)])
     if method.generation == "none" and method.name == layout.GOLD_ONLY:
         return wired([*gold, Step(layout.S1_EVAL, s1_eval_stage)])
     if method.generation == "none":

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -88,21 +88,30 @@ def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dic
     ``chain`` holds every stage run before, by name, in order: their stamps give the config and
     timings recorded, and S6's report (when the chain has one) the augmentation's figures.
     """
-    from aclm.base.metrics import evaluate_tags
     from aclm.steps.ner import load_tagger
 
     select_device(c.device)
-    tests = {name: load_split(name, "test", c.data_dir) for name in test_names(c)}
     tagger = load_tagger(outputs.tagger_model(tagger_stage))
-    trained = outputs.tagger_facts(tagger_stage)
+    return record(c, out, chain, outputs.tagger_facts(tagger_stage),
+                  lambda sentences, kept: evaluate_on(tagger, sentences, c.ner.eval_batch_size, kept))
+
+
+Score = Callable[[list, Path], tuple[dict, list[list[str]]]]
+
+
+def record(c, out: Path, chain: Mapping[str, Path], trained: dict, score: Score) -> dict:
+    """Score on every test set of the run with ``score(sentences, predictions_file) -> (scores, tags)`` a tagger
+    whose training recorded ``trained`` (sentences, dev F1, types, training); write ``result.json``."""
+    from aclm.base.metrics import evaluate_tags
+
+    tests = {name: load_split(name, "test", c.data_dir) for name in test_names(c)}
     scores, predicted = {}, {}
     for name, sentences in tests.items():
         unseen = set().union(*(s.entity_types for s in sentences)) - set(trained["types"])
         if unseen:   # types the tagger never saw could never be predicted: the score would be silently wrong
             raise DataError(f"test set {name!r} has entity types {sorted(unseen)} that training did not "
                             f"({trained['types']})")
-        scores[name], predicted[name] = evaluate_on(tagger, sentences, c.ner.eval_batch_size,
-                                                    out / layout.PREDICTIONS / f"{name.replace('/', '_')}.conll")
+        scores[name], predicted[name] = score(sentences, out / layout.PREDICTIONS / f"{name.replace('/', '_')}.conll")
     own = get_spec(c.dataset).union or [c.dataset]
     # a union dataset is scored on all its members' test sentences at once (micro)
     main = scores[c.dataset] if c.dataset in scores else evaluate_tags(

@@ -92,7 +92,7 @@ def model_card(cell: Cell, run: Run) -> str:
     hardware = made_by.get("hardware")
     training = result.get("training") or {}
     sizes = result.get("sizes") or {}
-    tests = "; ".join(f"{name} {scores['f1']:.4f}" for name, scores in (result.get("test") or {}).items())
+    tests = "; ".join(f"{name} {scores['f1']:.2f}" for name, scores in (result.get("test") or {}).items())
     versions = ", ".join(f"{k} {v}" for k, v in (result.get("versions") or {}).items())
     return "\n".join([
         f"# {method_id(cell)} on {cell.dataset}, {cell.gold} gold sentences, seed {cell.seed}", "",
@@ -104,8 +104,8 @@ def model_card(cell: Cell, run: Run) -> str:
         f"({training.get('stop_reason', 'not recorded')})"
         + (f"; learning rate {training['chosen_lr']} chosen on dev from {training['dev_f1_by_lr']}"
            if "chosen_lr" in training else "") + ".",
-        f"- **Scores (span F1, 0-1):** test {result.get('f1', float('nan')):.4f} on {cell.dataset}, dev "
-        f"{result.get('dev_f1', float('nan')):.4f} (the model selection's); every test set: {tests}.",
+        f"- **Scores (span F1, %):** test {result.get('f1', float('nan')):.2f} on {cell.dataset}, dev "
+        f"{result.get('dev_f1', float('nan')):.2f} (the model selection's); every test set: {tests}.",
         f"- **Command:** `{made_by.get('command', 'not recorded')}` (the tagger's; `result.json` has the config).",
         "- **Hardware:** " + (f"{hardware['cpu']}, {hardware['cores']} cores, GPU {hardware['gpu'] or 'none'} "
                               f"({hardware['system']})" if hardware else "not recorded (a run older than the record)")

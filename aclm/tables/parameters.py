@@ -1,7 +1,9 @@
 """Trainable parameters a method's run fine-tunes, counted from the models' configs (no weights loaded).
 
 Every run trains the tagger's encoder (``ner.model``, fine-tuned); a generating method also fine-tunes its
-pretrained generator (the method table's ``generator`` section, MELM's ``melm.model``).  The count is the
+pretrained generator (the method table's ``generator`` section, MELM's ``melm.model``); GLiNER fine-tuned its
+span tagger (``gliner.model``: an ``encoder:`` one counts as its encoder, a pretrained one as unknown), GLiNER
+zero-shot nothing.  The count is the
 encoder's or the generator's whole model as transformers builds it on the ``meta`` device, so it costs no
 memory and no download where the config is local; a model whose config is not here counts as unknown.  The
 tagger's linear head (a few thousand weights) and DAGA's own LSTM are left out, and said to be.
@@ -23,8 +25,8 @@ def model_parameters(name: str) -> int | None:
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-    try:
-        config = AutoConfig.from_pretrained(load_path(name), local_files_only=True)
+    try:       # a GLiNER over an encoder counts as that encoder; a pretrained GLiNER has no transformers config
+        config = AutoConfig.from_pretrained(load_path(name.removeprefix("encoder:")), local_files_only=True)
     except (OSError, ValueError):
         return None
     kind = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModel
@@ -36,8 +38,10 @@ def model_parameters(name: str) -> int | None:
 def trained_models(method: str, config: Mapping) -> dict[str, str]:
     """What a run of ``method`` fine-tunes, by role -> model name, from its config (result.json's)."""
     keys = flatten(dict(config))
-    models = {"tagger": keys.get("ner.model")}
     entry = registry.get(method.split("@")[0])
+    if entry.tagger != "flair":               # a span tagger: GLiNER fine-tuned, or zero-shot (nothing trained)
+        return {"span tagger": keys["gliner.model"]} if entry.tagger == "gliner" and "gliner.model" in keys else {}
+    models = {"tagger": keys.get("ner.model")}
     for section in (entry.generator, *(k.split(".")[0] for k in entry.keys)):
         if section and f"{section}.model" in keys:
             models[section] = keys[f"{section}.model"]
@@ -52,4 +56,4 @@ def parameters_line(method: str, config: Mapping) -> str:
     """``tagger all-MiniLM 22.7M + generator mbart 7.7M``: what one run of ``method`` trains."""
     models = trained_models(method, config)
     parts = [f"{role} {in_millions(model_parameters(str(name)))}" for role, name in models.items()]
-    return " + ".join(parts) + (" + its LSTM" if method.split("@")[0] == "daga" else "")
+    return (" + ".join(parts) or "none (zero-shot)") + (" + its LSTM" if method.split("@")[0] == "daga" else "")
