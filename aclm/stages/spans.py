@@ -53,13 +53,12 @@ def span_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
     if layout.S7 in chain:
         model, trained = load_gliner(str(chain[layout.S7] / MODEL_DIR)), outputs.tagger_facts(chain[layout.S7])
     else:
-        train, dev, types = gold_types(chain[layout.DATA])
+        _, dev, types = gold_types(chain[layout.DATA])
         model, trained = load_gliner(c.gliner.model), {"train": 0, "dev": len(dev), "types": types,
                                                        "training": {"zero_shot": True}}
     model.to(device)
     names = type_names(trained["types"], c.gliner.labels)
-    if "dev_f1" not in trained:
-        dev = outputs.gold(chain[layout.DATA], "dev")
+    if "dev_f1" not in trained:                 # zero-shot: the dev sentences read above
         trained["dev_f1"] = evaluate_tags([s.tags for s in dev], predict_tags(model, dev, names, c.gliner))["f1"]
 
     def score(sentences: list, kept: Path) -> tuple[dict, list[list[str]]]:
