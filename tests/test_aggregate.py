@@ -603,6 +603,8 @@ def test_the_parameters_a_run_fine_tunes_are_its_models_as_built(tiny_models):
     assert trained_models("aclm", config) == {"tagger": "models/tiny/xlm-roberta",
                                               "generator": "models/tiny/mbart-large-50"}
     assert trained_models("lwtr", config) == {"tagger": "models/tiny/xlm-roberta"}
+    assert trained_models("llm", {**config, "llm": {"model": "models/tiny/gpt2"}}) == {
+        "tagger": "models/tiny/xlm-roberta", "llm (prompted)": "models/tiny/gpt2"}
     tagger = AutoModel.from_pretrained(tiny_models / "xlm-roberta")
     generator = AutoModelForSeq2SeqLM.from_pretrained(tiny_models / "mbart-large-50")
     assert model_parameters("models/tiny/xlm-roberta") == sum(p.numel() for p in tagger.parameters())

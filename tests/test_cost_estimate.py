@@ -38,12 +38,15 @@ def test_only_what_reads_the_gold_sentences_grows_with_them():
                                                           for n in OFFICIAL_TEST_SENTENCES])
 
 
-def test_the_controls_are_costed_apart_from_the_papers_table():
+def test_the_optional_rows_are_costed_apart_from_the_papers_table():
     table1 = table1_estimate(ROWS, gold=100, dev=800)
-    controls = table1["controls"]
-    assert set(controls) == {"gold_only_budget", "gold_only_tuned"} and "gold_only_tuned" not in table1["runs"]
+    controls = table1["optional"]
+    assert set(controls) == {"gold_only_budget", "gold_only_tuned", "llm"} and "gold_only_tuned" not in table1["runs"]
     gold_only = table1["methods"]["gold_only"]["low"]
     scoring = 120 * 5.0 + TEST_SETS * 2000 * 0.001
     # four rates, each S1's training; the budget control trains as ACLM's S7 does, without generating
     assert controls["gold_only_tuned"]["low"] == pytest.approx(4 * (gold_only - scoring) + scoring)
     assert controls["gold_only_budget"]["high"] == pytest.approx(scoring + 120 * (10 + 50) + 6 * 100 * GOLD_SCALES)
+    # the LLM writes at its assumed half of ACLM's S4 + S5, then trains as ACLM's S7
+    assert controls["llm"]["high"] == pytest.approx(scoring + 0.5 * (60 + 30) * GOLD_SCALES + 120 * (10 + 50)
+                                                    + 6 * 100 * GOLD_SCALES)

@@ -150,11 +150,11 @@ def table1_estimate(rows: list[dict], gold: int, dev: int) -> dict:
         return parts["once"] + parts["dev"] + parts["train"] * scale * (cost[stage]["grow"] if grown else 1.0)
 
     grid = load_grid("table1")
-    controls = sorted({m for block in grid.blocks for m in block.optional if registry.get(m).tagger == "flair"})
+    optional = sorted({m for block in grid.blocks for m in block.optional if registry.get(m).tagger == "flair"})
     methods, scorings = {}, 0
-    for cell in [*expand(grid, "paper"), *expand(grid, "paper", methods=",".join(controls))]:
+    for cell in [*expand(grid, "paper"), *expand(grid, "paper", methods=",".join(optional))]:
         scale, sets = cell.gold / gold, scored_test_sets(cell.dataset, cell.overrides)
-        scorings += sets if cell.method not in controls else 0
+        scorings += sets if cell.method not in optional else 0
         scoring = score["score_once"] + score["score_rate"] * per_set * sets
         if cell.method == layout.GOLD_ONLY:
             low = high = tagger(layout.S1, scale, grown=False) + scoring
@@ -170,9 +170,9 @@ def table1_estimate(rows: list[dict], gold: int, dev: int) -> dict:
             low, high = rest + tagger(layout.S7, scale, False), rest + tagger(layout.S7, scale, True)
         sums = methods.setdefault(cell.method, {"runs": 0, "low": 0.0, "high": 0.0})
         sums["runs"], sums["low"], sums["high"] = sums["runs"] + 1, sums["low"] + low, sums["high"] + high
-    table = {m: v for m, v in methods.items() if m not in controls}
+    table = {m: v for m, v in methods.items() if m not in optional}
     return {"runs": {m: v["runs"] for m, v in table.items()}, "methods": table,
-            "controls": {m: v for m, v in methods.items() if m in controls},
+            "optional": {m: v for m, v in methods.items() if m in optional},
             "low": sum(v["low"] for v in table.values()), "high": sum(v["high"] for v in table.values()),
             "test_scorings": scorings, "sentences_per_test_set": per_set,
             "official_test_sets": [score["score_rate"] * scorings * (n - per_set) for n in OFFICIAL_TEST_SENTENCES]}
@@ -199,11 +199,11 @@ def table1_text(table1: dict) -> str:
             f"{table1['test_scorings']} test sets of {table1['sentences_per_test_set']:,.0f} sentences; the official "
             f"MultiCoNER test sets ({' to '.join(f'{n:,}' for n in OFFICIAL_TEST_SENTENCES)} sentences each) add "
             f"{official}. The baselines' generation costs {baseline_costs()} of ACLM's S4+S5.\n"
-            + "The controls (METHODS=...) add: " + "; ".join(
+            + "The optional rows (METHODS=...) add: " + "; ".join(
                 f"{m} {v['runs']} runs, {fmt_seconds(v['low']).strip()} to {fmt_seconds(v['high']).strip()}"
-                for m, v in table1["controls"].items())
-            + " (Gold-only tuned at S1's epochs a rate: its longer patience may train up to ner.epochs); GLiNER's "
-            "rows are not costed: no GLiNER run was measured.")
+                for m, v in table1["optional"].items())
+            + " (Gold-only tuned at S1's epochs a rate: its longer patience may train up to ner.epochs; the LLM's "
+            "writing at its assumed share); GLiNER's rows are not costed: no GLiNER run was measured.")
 
 
 def fmt_seconds(s: float) -> str:

@@ -267,6 +267,21 @@ class MulDAConfig:
 
 
 @dataclass
+class LLMConfig:
+    model: str = key("the instruction-tuned causal LM prompted (not trained): a hub id or local folder")
+    type_names: dict = key("entity type -> its name in the prompt (a type not listed: lower-cased)", factory=dict)
+    prompt: str = key("what the model is asked, with {language}, {types} (PER (person), ...) and {examples} (the "
+                      "shown gold sentences, linearized, one a line)", check=(
+                          lambda v: "{examples}" in v, "a prompt that shows no {examples} asks for nothing to copy"))
+    shots: int = key("gold sentences a prompt shows", check=(at_least_1, "a prompt shows 1 gold sentence or more"))
+    rounds: int = key("R: prompts per gold sentence (one response each)", check=ROUNDS)
+    top_k: int = key("sampling keeps the k most likely tokens the grammar allows", check=CANDIDATES)
+    temperature: float = key("sampling temperature", check=(lambda v: v > 0, "give a temperature above 0"))
+    max_new_tokens: int = key("tokens of a response (one cut there is dropped as truncated)", check=SIZE)
+    batch_size: int = key("prompts per generate call", check=BATCH)
+
+
+@dataclass
 class MELMConfig:
     model: str = key("the masked language model fine-tuned: an XLM-R hub id or local folder")
     mask_rate: float = key("eta: share of entity tokens masked in training",
@@ -347,6 +362,7 @@ class Config:
     lwtr: LwTRConfig = section(LwTRConfig, "LwTR, label-wise token replacement")
     daga: DAGAConfig = section(DAGAConfig, "DAGA, an LSTM language model over linearized sentences")
     mulda: MulDAConfig = section(MulDAConfig, "MulDA, DAGA's linearization with mBART-50")
+    llm: LLMConfig = section(LLMConfig, "an instruction-tuned LLM writing tagged sentences from a few gold ones")
     melm: MELMConfig = section(MELMConfig, "MELM, masked entity language modelling")
     analysis: AnalysisConfig = section(AnalysisConfig, "Table 3's perplexity")
     storage: StorageConfig = section(StorageConfig, "what a run keeps on disk")

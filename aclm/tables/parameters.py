@@ -3,7 +3,7 @@
 Every run trains the tagger's encoder (``ner.model``, fine-tuned); a generating method also fine-tunes its
 pretrained generator (the method table's ``generator`` section, MELM's ``melm.model``); GLiNER fine-tuned its
 span tagger (``gliner.model``: an ``encoder:`` one counts as its encoder, a pretrained one as unknown), GLiNER
-zero-shot nothing.  The count is the
+zero-shot nothing; the LLM method's model is prompted, not trained, and is named so.  The count is the
 encoder's or the generator's whole model as transformers builds it on the ``meta`` device, so it costs no
 memory and no download where the config is local; a model whose config is not here counts as unknown.  The
 tagger's linear head (a few thousand weights) and DAGA's own LSTM are left out, and said to be.
@@ -17,6 +17,10 @@ from typing import Mapping
 from aclm.base import registry
 from aclm.base.dicts import flatten
 from aclm.base.models import load_path
+
+
+#: Config sections whose model a run prompts and never trains (the LLM method's): counted, and said to be.
+PROMPTED = ("llm",)
 
 
 @lru_cache(maxsize=None)
@@ -44,7 +48,7 @@ def trained_models(method: str, config: Mapping) -> dict[str, str]:
     models = {"tagger": keys.get("ner.model")}
     for section in (entry.generator, *(k.split(".")[0] for k in entry.keys)):
         if section and f"{section}.model" in keys:
-            models[section] = keys[f"{section}.model"]
+            models[section + " (prompted)" * (section in PROMPTED)] = keys[f"{section}.model"]
     return {role: name for role, name in models.items() if name}
 
 
