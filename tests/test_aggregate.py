@@ -593,6 +593,26 @@ def test_gold_only_at_twice_the_gold_is_a_row_of_each_size_whose_double_ran(tabl
     assert rows[rows.index(("100", "Gold-only")) + 1] == ("100", ANNOTATE_MORE)
 
 
+def test_gold_only_at_twice_the_gold_may_come_from_a_block_of_its_own(tmp_path):
+    from aclm.tables.aggregate import ANNOTATE_MORE
+
+    (tmp_path / "ref.csv").write_text(REFERENCE)
+    (tmp_path / "grids").mkdir()
+    two_blocks = GRID.replace("    sizes: [100, 200, 500]\n", "    sizes: [100]\n").replace("derived:", (
+        "  - datasets: [multiconer/en]\n    sizes: [200]\n    methods: [gold_only]\n"
+        "    columns: {{en: f1, en_hi: test.multiconer/hi.f1}}\nderived:"))
+    (tmp_path / "grids" / "toy.yaml").write_text(two_blocks.format(reference=tmp_path / "ref.csv"))
+    grid = load_grid("toy", tmp_path / "grids")
+    cells = expand(grid, "paper", runs=str(tmp_path / "runs"))
+    assert {c.gold for c in cells} == {100, 200}
+    for cell in cells:
+        if cell.method == "gold_only":
+            write_result(cell, cell.gold / 10 + cell.seed, 0)
+    report = build_report(grid, cells, "paper")
+    row = entry(report, "100", ANNOTATE_MORE, "en")
+    assert row["n"] == 3 and row["mean"] == pytest.approx(22.0)
+
+
 def test_the_parameters_a_run_fine_tunes_are_its_models_as_built(tiny_models):
     from transformers import AutoModel, AutoModelForSeq2SeqLM
 

@@ -136,8 +136,9 @@ def test_an_optional_method_runs_only_when_methods_names_it_and_brings_what_it_n
 
 
 def test_the_miniature_runs_the_controls_by_default():
-    methods = {c.method for c in expand(load_grid("mini_table1"), "mini")}
-    assert {"gold_only_tuned", "gold_only_budget"} <= methods
+    cells = expand(load_grid("mini_table1"), "mini")
+    assert {"gold_only_tuned", "gold_only_budget"} <= {c.method for c in cells}
+    assert {(c.method, c.seed) for c in cells if c.gold == 400} == {("gold_only", s) for s in (1, 2, 3)}  # 2 x 200
 
 
 def rules(text: str) -> dict[str, tuple[str, str]]:

@@ -472,16 +472,21 @@ def averaging_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
 def annotate_more(grid: Grid, runs: Sequence[Run]) -> list[Run]:
     """``runs``, with Gold-only at 2N gold as a row of size N wherever the grid ran both: what annotating N more
     sentences buys, beside what each method buys (the paper's Table 1: ACLM at 100 gold averages 39.47, Gold-only
-    at 200 gold 38.06).  Placed after the seed's Gold-only run at N; never compared with the paper's numbers."""
+    at 200 gold 38.06).  Placed after the seed's Gold-only run at N; never compared with the paper's numbers.
+    The 2N run may come from another block of the same dataset and overrides (a block of Gold-only alone)."""
     if not any("{gold}" in template for template in grid.index.values()):
         return list(runs)
-    plain = {(r.dataset, r.block, r.gold, r.seed): r for r in runs if r.method == GOLD_ONLY and not r.sweep}
+
+    def setting(run: Run, gold) -> tuple:
+        return run.dataset, repr(sorted(grid.blocks[run.block].overrides.items())), gold, run.seed
+
+    plain = {setting(r, r.gold): r for r in runs if r.method == GOLD_ONLY and not r.sweep}
     out = []
     for run in runs:
         out.append(run)
-        twice = plain.get((run.dataset, run.block, run.gold * 2, run.seed)) if isinstance(run.gold, int) else None
+        twice = plain.get(setting(run, run.gold * 2)) if isinstance(run.gold, int) else None
         if run.method == GOLD_ONLY and not run.sweep and twice is not None:
-            out.append(replace(twice, gold=run.gold, method=ANNOTATE_MORE))
+            out.append(replace(twice, gold=run.gold, method=ANNOTATE_MORE, block=run.block))
     return out
 
 
