@@ -84,7 +84,8 @@ def test_the_prompt_names_the_language_and_types_and_shows_the_linearized_exampl
 def test_a_prompt_without_examples_is_refused_on_load():
     with pytest.raises(ConfigError, match="llm.prompt"):
         load_config(["profile=tiny", "method=llm", "llm.prompt=write a sentence"])
-    assert load_config(["profile=paper", "method=llm"]).llm.rounds == 5          # R of every baseline
+    paper = load_config(["profile=paper", "method=llm"])
+    assert paper.llm.rounds == 5 and paper.postprocess.drop_entity_free          # R of every baseline; S6 as ACLM's
 
 
 def responses(lm) -> list:
