@@ -81,3 +81,17 @@ def test_a_tuned_s7_counts_one_tagger_a_rate(tmp_path):
     assert estimates.recorded_seconds(tuned, layout.S7) == 400.0          # the gold alone: S1's 100 s, 4 rates
     assert estimates.recorded_seconds(aclm, layout.S7) == 400.0           # LwTR's untuned S7, twice
     assert estimates.recorded_seconds(load_config(["profile=mini", f"run_dir={tmp_path}"]), layout.S7) == 200.0
+
+
+def test_a_span_taggers_s7_is_counted_only_from_span_taggers(tmp_path):
+    """GLiNER's S7 is not flair's: neither a flair S7 of the profile, nor S1, nor the measured run counts it."""
+    cfg = load_config(["profile=mini", f"run_dir={tmp_path}", "method=gliner_finetuned"])
+    flair = stage(tmp_path / "mini" / "a" / "aclm", layout.S7, 500.0)
+    (flair / STAMP).write_text(json.dumps({"stage": layout.S7, "seconds": 500.0, "config": {"ner": {}}}))
+    done = {layout.S1: stage(tmp_path, layout.S1, 30.0, train=100, training={"seconds": {"train": 10.0}})}
+    assert guesses(cfg, {layout.S7: estimates.recorded_seconds(cfg, layout.S7)}, done) == {layout.S7: None}
+    span = stage(tmp_path / "mini" / "b" / "gliner_finetuned", layout.S7, 400.0)
+    (span / STAMP).write_text(json.dumps({"stage": layout.S7, "seconds": 400.0, "config": {"gliner": {}}}))
+    assert estimates.recorded_seconds(cfg, layout.S7) == 400.0
+    flair_run = load_config(["profile=mini", f"run_dir={tmp_path}", "method=aclm"])
+    assert estimates.recorded_seconds(flair_run, layout.S7) == 500.0

@@ -5,8 +5,9 @@ profile's earlier runs under the run folder (a tuned S7, :mod:`aclm.stages.tuned
 one tagger's time per rate); else a stage that did the same work (S7's tagger from this run's
 S1, its training time scaled by S7's training sentences; S7's scoring from S1's, on the same test sets, in this
 run or this profile's others); else the profile's measured run (:data:`MEASURED`: one run per profile and
-recipe on 2 idle cores, with its command and commit), which a first run on a new machine has.  A stage with
-none of these is named as not yet known, never counted as no time.
+recipe on 2 idle cores, with its command and commit), which a first run on a new machine has.  A span
+tagger's S7 and scores (GLiNER) are known only from runs of a span tagger.  A stage with none of these is
+named as not yet known, never counted as no time.
 
     python -m aclm.run.estimates SETTING_FOLDER --profile NAME --command '...' [KEY=VALUE ...]
 """
@@ -26,6 +27,9 @@ from aclm.stages import layout
 
 #: a stage and the earlier stage of the same run that does the same work
 SIBLINGS = {layout.S7: layout.S1, layout.S7_EVAL: layout.S1_EVAL}
+#: the stages a span tagger (GLiNER) runs in place of flair's, known only from runs of a span tagger (their
+#: stamps' config holds the ``gliner`` section)
+SPAN_STAGES = (layout.S7, layout.S7_EVAL)
 #: per profile, runs measured on 2 idle cores: the keys they set beyond the profile, each stage's seconds
 MEASURED = CONFIG_DIR / "stage_seconds.json"
 
@@ -33,7 +37,9 @@ MEASURED = CONFIG_DIR / "stage_seconds.json"
 def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
     """The median time the stage ``name`` took in the runs of this profile under ``run_dir`` (None: none
     recorded): a rough guess of what it will take here."""
-    stamps = [stamp(path.parent) for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}")]
+    span = registry.get(cfg.method).tagger != "flair"
+    stamps = [s for s in (stamp(path.parent) for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}"))
+              if name not in SPAN_STAGES or ("gliner" in s.get("config", {})) == span]
     scale = 1
     if name == layout.S7:           # a tagger tuned on dev trains one tagger per rate: like for like, else scaled
         rates = len(cfg.tuning.learning_rates)
@@ -84,12 +90,15 @@ def guesses(cfg: DictConfig, recorded: Mapping[str, float | None], done: Mapping
             ) -> dict[str, float | None]:
     """Each stage of ``recorded`` (its :func:`recorded_seconds`) counted from what is known of it (None: nothing)."""
     measured = (measured_run(cfg) or {}).get("seconds", {})
+    flair = registry.get(cfg.method).tagger == "flair"      # the measured runs and S1 train flair taggers
     out = {}
     for name, seconds in recorded.items():
-        seconds = sibling_seconds(cfg, name, done or {}) if seconds is None else seconds
-        if seconds is None and name == layout.S7_EVAL:      # the same test sets as S1's scoring in this profile's runs
-            seconds = recorded_seconds(cfg, layout.S1_EVAL)
-        out[name] = measured.get(name) if seconds is None else seconds
+        if seconds is None and (flair or name not in SPAN_STAGES):
+            seconds = sibling_seconds(cfg, name, done or {})
+            if seconds is None and name == layout.S7_EVAL:  # the same test sets as S1's scoring in this profile's runs
+                seconds = recorded_seconds(cfg, layout.S1_EVAL)
+            seconds = measured.get(name) if seconds is None else seconds
+        out[name] = seconds
     return out
 
 
