@@ -138,6 +138,9 @@ class GlinerConfig:
     batch_size: int = key("sentences a batch, in fine-tuning and in tagging", check=BATCH)
     epochs: int = key("gliner_finetuned: fine-tuning epochs (the one with the best dev F1 is kept)", check=EPOCHS)
     lr: float = key("gliner_finetuned: learning rate", check=LEARNING_RATE)
+    others_lr: Optional[float] = key("gliner_finetuned: the span layers' learning rate (null: gliner.lr); a GLiNER "
+                                     "built over an encoder (encoder:) starts them at random", default=None,
+                                     check=(lambda v: v is None or v > 0, "give a rate above 0, or null"))
 
 
 @dataclass

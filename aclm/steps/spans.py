@@ -123,7 +123,8 @@ def finetune(model, train: Sequence[TaggedSentence], dev: Sequence[TaggedSentenc
     examples = [training_example(model, s, names) for s in train]
     selection = BestOnDev(model, dev, names, cfg)
     args = TrainingArguments(
-        output_dir=str(out / "checkpoints"), learning_rate=cfg.lr, others_lr=cfg.lr, num_train_epochs=cfg.epochs,
+        output_dir=str(out / "checkpoints"), learning_rate=cfg.lr, others_lr=cfg.others_lr or cfg.lr,
+        num_train_epochs=cfg.epochs,
         per_device_train_batch_size=cfg.batch_size, save_strategy="no", report_to=[], seed=seed, data_seed=seed,
         logging_steps=max(1, len(examples) // cfg.batch_size), lr_scheduler_type="linear", warmup_ratio=0.1,
         dataloader_num_workers=0, use_cpu=not _cuda())
