@@ -72,6 +72,26 @@ def test_the_epoch_with_the_best_dev_f1_is_kept_the_first_of_equals():
     assert model.weight.item() == 2                      # epoch 2's weights, not the last epoch's
 
 
+@pytest.mark.parametrize("others_lr, expected", [(None, 5e-5), (1e-3, 1e-3)])
+def test_the_span_layers_train_at_their_own_rate_else_the_encoders(monkeypatch, tmp_path, others_lr, expected):
+    import gliner.training
+
+    from aclm.steps import spans
+
+    seen = {}
+
+    def arguments(**kwargs):
+        seen.update(kwargs)
+        raise InterruptedError("arguments seen")
+
+    monkeypatch.setattr(gliner.training, "TrainingArguments", arguments)
+    monkeypatch.setattr(spans, "training_example", lambda model, sentence, names: {})
+    cfg = load_config(["profile=mini", f"gliner.others_lr={'null' if others_lr is None else others_lr}"]).gliner
+    with pytest.raises(InterruptedError):
+        spans.finetune(Scripted(hits=set()), [], [], NAMES, cfg, 1, tmp_path)
+    assert (seen["learning_rate"], seen["others_lr"]) == (5e-5, expected)
+
+
 def test_the_span_methods_chains():
     zero = chain(load_config(["profile=tiny", "method=gliner_zero_shot"]))
     tuned = chain(load_config(["profile=tiny", "method=gliner_finetuned"]))
