@@ -88,7 +88,8 @@ def test_a_span_taggers_s7_is_counted_only_from_span_taggers(tmp_path):
     cfg = load_config(["profile=mini", f"run_dir={tmp_path}", "method=gliner_finetuned"])
     flair = stage(tmp_path / "mini" / "a" / "aclm", layout.S7, 500.0)
     (flair / STAMP).write_text(json.dumps({"stage": layout.S7, "seconds": 500.0, "config": {"ner": {}}}))
-    done = {layout.S1: stage(tmp_path, layout.S1, 30.0, train=100, training={"seconds": {"train": 10.0}})}
+    done = {layout.S1: stage(tmp_path / "mini" / "a", layout.S1, 30.0, train=100,
+                             training={"seconds": {"train": 10.0}})}          # a flair S1 of the profile
     assert guesses(cfg, {layout.S7: estimates.recorded_seconds(cfg, layout.S7)}, done) == {layout.S7: None}
     span = stage(tmp_path / "mini" / "b" / "gliner_finetuned", layout.S7, 400.0)
     (span / STAMP).write_text(json.dumps({"stage": layout.S7, "seconds": 400.0, "config": {"gliner": {}}}))

@@ -44,7 +44,7 @@ def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
     if name == layout.S7:           # a tagger tuned on dev trains one tagger per rate: like for like, else scaled
         rates = len(cfg.tuning.learning_rates)
         alike = [s for s in stamps if bool(tuning_rates(s["config"])) == bool(rates)]
-        if not alike and registry.get(cfg.method).generation == "none":      # on the gold alone: S1's work
+        if not alike and not span and registry.get(cfg.method).generation == "none":   # the gold alone: S1's work
             s1 = recorded_seconds(cfg, layout.S1)
             return s1 * max(1, rates) if s1 is not None else None
         scale = 1 if alike or not stamps else rates
