@@ -35,8 +35,9 @@ def main() -> None:
     args = parser.parse_args()
 
     chosen = selection(args.selection)
-    cells = selected_cells(load_grid(args.table), chosen)
-    grid = as_chosen(load_grid(args.table), chosen)   # its columns read the runs' test sets; its blocks choose
+    loaded = load_grid(args.table)
+    cells = selected_cells(loaded, chosen)
+    grid = as_chosen(loaded, chosen)   # its columns read the runs' test sets; its blocks choose
     out = args.out / chosen["profile"]
     perplexity = PerplexityCache(out / "perplexity_cache.json", args.perplexity, args.device)
     report = build_report(grid, cells, chosen["profile"], perplexity)
