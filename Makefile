@@ -27,7 +27,7 @@ export ACLM_DATA_DIR ?= $(if $(wildcard ../shared/data/.),$(abspath ../shared/da
 # (the mini profile's tagger is an installed package; its generator, for ACLM and MulDA, is built here)
 TAGGER_MODELS  = $(if $(filter tiny smoke tiny_250k,$(PROFILE)),$(TINY)) $(if $(filter tiny_250k,$(PROFILE)),$(REAL_VOCAB)) \
                  $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE) $(PAPER_SHAPE_250K))
-PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter mini_warm,$(PROFILE)),$(MINI_WARM))
+PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter mini_warm mini_fast,$(PROFILE)),$(MINI_WARM))
 # a method with a pretrained generator (the method table's `generator`: ACLM's, MulDA) needs the profile's too
 GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
 METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
