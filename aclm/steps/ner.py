@@ -44,7 +44,25 @@ from aclm.steps.subtokens import batched_subtokens
 
 log = logging.getLogger("aclm.steps.ner")
 LABEL_TYPE = "ner"
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+
+
+class FusedAdam(torch.optim.Adam):
+    """Adam with torch's fused kernel (CPU and CUDA): one pass over the weights a step, not one per operation.
+    On 2 shared cores a MiniLM tagger's update took 22-36 ms so, 170-190 ms without: in mini_fast's S1, about
+    a third of the training time."""
+
+    def __init__(self, params, **kwargs) -> None:
+        super().__init__(params, fused=True, **kwargs)
+
+
+class FusedAdamW(torch.optim.AdamW):
+    """AdamW with torch's fused kernel, as :class:`FusedAdam`."""
+
+    def __init__(self, params, **kwargs) -> None:
+        super().__init__(params, fused=True, **kwargs)
+
+
+OPTIMIZERS = {"adam": FusedAdam, "adamw": FusedAdamW, "sgd": torch.optim.SGD}
 
 
 def to_flair(sentences: Sequence[TaggedSentence], with_labels: bool = True) -> list[Sentence]:
