@@ -23,14 +23,11 @@ PAPER_SHAPE_250K = models/paper_shape_250k/manifest.json
 REAL_VOCAB = models/tiny-250k/manifest.json
 # where every target finds the datasets: $ACLM_DATA_DIR when set, else ../shared/data when it is there, else ./data
 export ACLM_DATA_DIR ?= $(if $(wildcard ../shared/data/.),$(abspath ../shared/data),$(abspath data))
-# the models a profile's runs need that are built here, not downloaded: each is made first when missing
-# (the mini profile's tagger is an installed package; its generator, for ACLM and MulDA, is built here)
-TAGGER_MODELS  = $(if $(filter tiny smoke tiny_250k,$(PROFILE)),$(TINY)) $(if $(filter tiny_250k,$(PROFILE)),$(REAL_VOCAB)) \
-                 $(if $(filter paper_shape,$(PROFILE)),$(PAPER_SHAPE) $(PAPER_SHAPE_250K))
-PROFILE_MODELS = $(TAGGER_MODELS) $(if $(filter mini,$(PROFILE)),$(MINI_GEN)) $(if $(filter mini_warm mini_fast,$(PROFILE)),$(MINI_WARM))
-# a method with a pretrained generator (the method table's `generator`: ACLM's, MulDA) needs the profile's too
-GENERATOR_OF   = $(shell $(PYTHON) -c 'from aclm.base.registry import get; print(get("$(METHOD)").generator)' 2>/dev/null)
-METHOD_MODELS  = $(if $(GENERATOR_OF),$(PROFILE_MODELS),$(TAGGER_MODELS))
+# a recipe's first line: the models a run of method $(1) loads that are built here, not downloaded (paths
+# under models/), each made first when missing; read from the run's resolved config, so a profile of your
+# own gets them too (a config that does not load builds nothing, and the run then names what is wrong)
+build_models = +@models=$$($(PYTHON) scripts/run_method.py --models method=$(1) $(SETTING) 2>/dev/null); \
+	[ -z "$$models" ] || $(MAKE) --no-print-directory $$models
 
 .PHONY: FORCE setup test test-all test-warm-generator demo preflight tiny-models real-vocab-models mini-generator warm-generator paper-shape-models splits fetch-data gold aclm run bench bench-paper-shape clean
 
@@ -99,16 +96,20 @@ splits:  ## stratified low-resource samples of DATASET (or the profile's) into s
 fetch-data:  ## write DATASET's files (e.g. conll2003/en) into the data folder from the Hugging Face hub (network)
 	$(PYTHON) scripts/fetch_data.py $(strip profile=$(PROFILE) $(call given,DATASET,dataset) $(ARGS))
 
-gold: $(TAGGER_MODELS)  ## S0 + S1: the gold sample and the Gold-only model, evaluated
+gold:  ## S0 + S1: the gold sample and the Gold-only model, evaluated
+	$(call build_models,gold_only)
 	$(PYTHON) scripts/ner.py $(SETTING)
 
-aclm: $(PROFILE_MODELS)  ## the whole ACLM pipeline (S1-S7) for one setting
+aclm:  ## the whole ACLM pipeline (S1-S7) for one setting
+	$(call build_models,aclm)
 	$(PYTHON) scripts/run_method.py method=aclm $(SETTING)
 
-preflight: $(PROFILE_MODELS)  ## first on a GPU machine: the profile's real models checked, then S0-S7 on 16 sentences (<= 10 min)
+preflight:  ## first on a GPU machine: the profile's real models checked, then S0-S7 on 16 sentences (<= 10 min)
+	$(call build_models,aclm)
 	$(PYTHON) scripts/preflight.py $(SETTING)
 
-run: $(METHOD_MODELS)  ## any method of the method table (`scripts/run_method.py --list`) for one setting
+run:  ## any method of the method table (`scripts/run_method.py --list`) for one setting
+	$(call build_models,$(METHOD))
 	$(PYTHON) scripts/run_method.py method=$(METHOD) $(SETTING)
 
 # BENCH_ARGS="profile=mini generator.model=<a mini run's s4_generator>": usable augmentations of a fine-tuned generator
@@ -167,7 +168,8 @@ reproduce-table%:  ## run a paper table's grid (make -j N passes through), then 
 reproduce-melm_table%:  ## the same for MELM's CoNLL tables
 	$(call reproduce_grid,melm_table$*)
 
-reproduce-mini_table%: $(PROFILE_MODELS)  ## a CPU-sized miniature (configs/grids/mini_table1.yaml, PROFILE=mini)
+reproduce-mini_table%:  ## a CPU-sized miniature (configs/grids/mini_table1.yaml, PROFILE=mini)
+	$(call build_models,aclm)
 	$(call reproduce_grid,mini_table$*)
 
 # Slurm: the runs not done as dependent job arrays, then the table (docs/cluster.md). SLURM_ARGS

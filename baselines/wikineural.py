@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from aclm.base.augmentation import Gold, kept_row
 from aclm.base.data import check_label_sets
-from aclm.base.datasets import get_spec, load_split, resolve_data_dir
+from aclm.base.datasets import get_spec, load_split, resolve_data_dir, run_spec
 
 
 def silver_name(language: str) -> str:
@@ -23,7 +23,7 @@ def silver_name(language: str) -> str:
 
 
 def silver_files(c: DictConfig) -> list[Path]:
-    spec = get_spec(silver_name(get_spec(c.dataset).language))
+    spec = get_spec(silver_name(run_spec(c).language))
     return [spec.path(spec.train, resolve_data_dir(c.data_dir))]
 
 

@@ -5,6 +5,7 @@
     python scripts/run_method.py method=lwtr profile=tiny dataset=conll2003/en gold=200 seed=1
     python scripts/run_method.py --list                        # the method table
     python scripts/run_method.py --list-stages method=aclm     # a method's chain (every method's without method=)
+    python scripts/run_method.py --models method=aclm profile=mini   # the models built here it loads (make's targets)
 
 Prints where the run's result.json is, and its F1.  ``--force`` re-runs every stage, ``--force-from
 STAGE`` that stage and every one after it; ``--wait`` waits for another run writing the same folder.
@@ -16,6 +17,7 @@ import textwrap
 
 from aclm.base import registry
 from aclm.run.chain import chain, plan, run_method
+from aclm.run.datacheck import built_here
 from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser, summary
 from aclm.run.estimates import duration, guesses, recorded_seconds, rest
 
@@ -49,6 +51,9 @@ def main() -> None:
                         help="re-run this stage and every stage after it, even if current (--list-stages names them)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print which stages would run and why, and run nothing")
+    parser.add_argument("--models", action="store_true",
+                        help="print the models built here (models/<folder>/manifest.json, make's targets) that the "
+                             "run loads, and exit")
     known = parser.parse_known_args()[0]
     if known.list:
         list_methods()
@@ -57,6 +62,9 @@ def main() -> None:
         list_stages(known.overrides)
         return
     args, cfg = parse(parser)
+    if args.models:
+        print(" ".join(built_here(cfg)))
+        return
     force = chain(cfg)[0].name if args.force else args.force_from
     if args.dry_run:
         states = plan(cfg, force)

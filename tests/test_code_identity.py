@@ -244,9 +244,9 @@ def test_an_edited_dataset_entry_reruns_the_gold_sample(fast, tmp_path, monkeypa
 
     cfg = fast(tmp_path, "method=gold_only", "dataset=sample/en", "gold=full")
     run_method(cfg)
-    spec = s0_module.get_spec("sample/en")
-    monkeypatch.setattr(s0_module, "get_spec", lambda name: replace(spec, language="de") if name == "sample/en"
-                        else spec)                    # configs/datasets.yaml now says sample/en is German
+    spec = s0_module.run_spec(cfg)
+    monkeypatch.setattr(s0_module, "run_spec", lambda c: replace(spec, language="de"))   # configs/datasets.yaml
+                                                                                        # now says it is German
     assert "changed: dataset sample/en" in dict(plan(cfg))[layout.DATA]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aclm.base.data import DataError
-from aclm.base.datasets import fetch_from_hub, get_spec, load_split, registry
+from aclm.base.datasets import fetch_from_hub, get_spec, load_split, registry, run_spec
 from aclm.base.paths import PROJECT_ROOT
 
 
@@ -259,8 +259,8 @@ def test_language_given_in_the_config_wins(tmp_path):
 
     folder = write_folder(tmp_path / "en_text")                   # English text, declared German
     cfg = load_config(["profile=tiny", f"dataset={folder}", "language=de"])
-    assert cfg.language == "de" and get_spec(cfg.dataset).language == "de"
-    load_config(["profile=tiny", f"dataset={folder}"])             # not given again: detected
+    assert cfg.language == "de" and run_spec(cfg).language == "de"
+    assert run_spec(load_config(["profile=tiny", f"dataset={folder}"])).language == "en"   # not given: detected
     assert get_spec(str(folder)).language == "en"
     with pytest.raises(ConfigError, match="registered as 'en'"):
         load_config(["profile=tiny", "dataset=multiconer/en", "language=de"])
@@ -271,9 +271,13 @@ def test_language_given_in_the_config_wins(tmp_path):
 def test_text_without_stop_words_asks_for_the_language(tmp_path):
     from aclm.base.data import DataError
 
+    from aclm.base.config import load_config
+
     folder = write_folder(tmp_path / "codes", sentences=[("xq7 zzv qwrt", "B-PER O O")])
     with pytest.raises(DataError, match="cannot tell its language.*language=<ISO 639-1 code>"):
-        get_spec(str(folder))
+        run_spec(load_config(["profile=tiny", f"dataset={folder}"]))
+    assert get_spec(str(folder)).language is None and load_split(str(folder), "train")   # its files still read
+    assert run_spec(load_config(["profile=tiny", f"dataset={folder}", "language=en"])).language == "en"
 
 
 def test_a_wrong_folder_is_a_clear_error(tmp_path):

@@ -38,8 +38,8 @@ def dry_run(*args: str, **env: str) -> list[str]:
     proc = subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=PROJECT_ROOT, capture_output=True,
                           text=True, timeout=120, env={**clean, **env})
     assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if "scripts/run_method.py" in line
-             or "scripts/ner.py" in line]
+    lines = [line for line in proc.stdout.splitlines() if ("scripts/run_method.py" in line
+             or "scripts/ner.py" in line) and "--models" not in line]
     assert len(lines) == 1, proc.stdout
     return [word for word in shlex.split(lines[0]) if "=" in word]
 
@@ -82,3 +82,25 @@ def test_splits_cut_the_profiles_dataset_into_a_folder_named_after_it(profile):
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120, env=clean)
     assert proc.returncode == 0, proc.stderr
     assert shlex.split(proc.stdout)[1:] == ["scripts/make_splits.py", f"profile={profile}", "splits.seed=4"]
+
+
+def commands(*args: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k not in SETTING_VARIABLES}
+    proc = subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=120, env=clean)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_a_profile_of_ones_own_gets_the_models_its_run_loads_built_first():
+    """The models built here come from the run's resolved config, not from the profile's name."""
+    name = f"test_make_{uuid.uuid4().hex[:8]}"
+    path = CONFIG_DIR / "profiles" / f"{name}.yaml"
+    path.write_text("inherits: mini_warm\nner:\n  epochs: 3\n", encoding="utf-8")
+    try:
+        aclm, gold_only = commands("run", f"PROFILE={name}", "METHOD=aclm"), commands("gold", f"PROFILE={name}")
+    finally:
+        path.unlink()
+    assert "tools/pretrain_generator.py --kind bert2bert --out models/mini-warm" in aclm
+    assert "pretrain_generator" not in gold_only and "scripts/ner.py" in gold_only   # its tagger is installed
+    assert "tools/build_tiny_models.py" in commands("gold", "PROFILE=tiny")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aclm.base.datasets import get_spec
+from aclm.base.datasets import run_spec
 from aclm.run.naming import folder_name, run_config
 
 
@@ -43,4 +43,4 @@ def test_the_language_given_for_a_dataset_folder_holds(tmp_path):
     folder.mkdir()
     (folder / "train.conll").write_text("the\tO\nman\tO\nwas\tO\nparis\tB-LOC\n\n" * 20)
     cfg = run_config([f"dataset={folder}", "language=de", "ner.epochs=2"])
-    assert cfg.language == "de" and get_spec(cfg.dataset).language == "de"
+    assert cfg.language == "de" and run_spec(cfg).language == "de"

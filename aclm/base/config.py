@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Union
 import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 
-from aclm.base.datasets import dataset_error, set_folder_language
+from aclm.base.datasets import dataset_error, language_error
 from aclm.base.layers import layer_span
 from aclm.base.models import model_path  # noqa: F401  tools/warm_start.py imports it from here (in its fingerprint)
 from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
@@ -577,10 +577,9 @@ def validate(cfg: DictConfig) -> None:
         problem = dataset_error(str(name))
         if problem:
             raise ConfigError(f"melm.code_mix_languages: {problem}")
-    try:
-        set_folder_language(cfg.dataset, cfg.language)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    problem = language_error(cfg.dataset, cfg.language)
+    if problem:
+        raise ConfigError(problem)
     for key in ("variant", "setting_variant"):      # a folder's name in the run tree: seed<S>@<...>, <method>@<...>
         name = cfg[key]
         if name and (not name.strip() or any(part in name for part in ("/", "\\", ".."))):

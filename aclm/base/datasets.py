@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
+from omegaconf import OmegaConf
 
 from aclm.base.data import FORMATS, DataError, TaggedSentence, normalise_tags, read_conll
 from aclm.base.io import file_digest, split_lines
@@ -49,7 +50,7 @@ log = logging.getLogger("aclm.base.datasets")
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
-    language: str
+    language: Optional[str]              # None: a folder whose language its text does not tell (see run_spec)
     train: Optional[str] = None
     dev: Optional[str] = None
     test: Optional[str] = None
@@ -91,16 +92,27 @@ def registry(path: str | Path = CONFIG_DIR / "datasets.yaml") -> dict[str, Datas
     return specs
 
 
-def get_spec(name: str) -> DatasetSpec:
-    """The registry's entry for ``name``, or the entry of the dataset folder it names."""
+def get_spec(name: str, language: str | None = None) -> DatasetSpec:
+    """The registry's entry for ``name``, or the entry of the dataset folder it names, in ``language`` (a
+    config's ``language=``; None: detected from its text).  A registered dataset keeps its own language."""
     specs = registry()
     if name in specs:
         return specs[name]
     problem = dataset_error(name)
     if problem:
         raise KeyError(problem)
-    folder = find_folder(name)
-    return folder_spec(name, folder, _LANGUAGES.get(folder))
+    return folder_spec(name, find_folder(name), language)
+
+
+def run_spec(cfg, name: str | None = None) -> DatasetSpec:
+    """The entry of dataset ``name`` (None: the run's own) as a run reads it: its own dataset in the language
+    its config gives a folder, and a DataError asking for ``language=`` when neither that nor the text tells."""
+    if name is not None and name != cfg.dataset:
+        return get_spec(name)
+    spec = get_spec(cfg.dataset, OmegaConf.select(cfg, "language"))   # a stage's view holds it only when set
+    if spec.language is None:
+        detect_language(Path(spec.train))               # raises, with the evidence
+    return spec
 
 
 def dataset_error(name: str) -> str | None:
@@ -170,30 +182,16 @@ def run_name(name: str) -> str:
     return local_run_name(folder) if folder is not None else name
 
 
-#: The language the run's config gives a dataset folder (``language=``), by folder.
-_LANGUAGES: dict[Path, str] = {}
-
-
-def set_folder_language(name: str, language: str | None) -> None:
-    """Record the config's ``language`` for dataset ``name`` (None: its own, detected for a folder).
-
-    A registered dataset has its language in the registry; naming another one is an error.
-    """
+def language_error(name: str, language: str | None) -> str | None:
+    """Why a config's ``language`` cannot go with dataset ``name`` (None: it can): it is no ISO 639 code, or
+    the dataset is registered in another language (``language=`` is for dataset folders)."""
     if language is not None and not re.fullmatch(r"[a-z]{2,3}", language):
-        raise ValueError(f"language={language!r}: give an ISO 639-1 code such as en, de, zh")
+        return f"language={language!r}: give an ISO 639-1 code such as en, de, zh"
     specs = registry()
-    if name in specs:
-        if language is not None and language != specs[name].language:
-            raise ValueError(f"language={language!r} is for dataset folders; {name} is registered as "
-                             f"{specs[name].language!r} ({CONFIG_DIR / 'datasets.yaml'})")
-        return
-    folder = find_folder(name)
-    if folder is None:
-        return
-    if language is None:
-        _LANGUAGES.pop(folder, None)
-    else:
-        _LANGUAGES[folder] = language
+    if name in specs and language is not None and language != specs[name].language:
+        return (f"language={language!r} is for dataset folders; {name} is registered as {specs[name].language!r} "
+                f"({CONFIG_DIR / 'datasets.yaml'})")
+    return None
 
 
 @lru_cache(maxsize=None)
@@ -203,7 +201,10 @@ def folder_spec(name: str, folder: Path, language: str | None = None) -> Dataset
     if files["train"] is None:
         raise KeyError(dataset_error(name))
     if language is None:
-        language = detect_language(files["train"])
+        try:
+            language = detect_language(files["train"])
+        except DataError as err:                         # only the run's language needs it (run_spec)
+            log.info("%s", err)
     else:
         log.info("dataset folder %s: language %r (as given by language=)", folder, language)
     return DatasetSpec(name=name, language=language, root="absolute", format="auto",

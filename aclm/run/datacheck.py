@@ -54,7 +54,7 @@ from aclm.base.models import hub_revision, is_hub_id, load_path, model_path
 
 from aclm.base.layers import NEEDS_ATTENTION, layer_indices
 from aclm.base.data import DataError, TaggedSentence, first_mentions, first_spans, read_conll, token_source
-from aclm.base.datasets import data_variant, get_spec, missing_hint, resolve_data_dir
+from aclm.base.datasets import data_variant, get_spec, missing_hint, resolve_data_dir, run_spec
 from aclm.stages.data import member_config, sample_source, wanted_dev_size
 from aclm.stages.scores import test_names
 
@@ -146,6 +146,13 @@ def model_keys(cfg: DictConfig, reads: Sequence[str] | None = None) -> list[str]
     return keys
 
 
+def built_here(cfg: DictConfig) -> list[str]:
+    """The models this run loads that are built here, not downloaded (a path under ``models/``): the
+    ``models/<folder>/manifest.json`` of each, the target `make` builds it by (see the Makefile)."""
+    paths = [Path(str(OmegaConf.select(cfg, key)).removeprefix("encoder:")) for key in model_keys(cfg)]
+    return sorted({f"models/{p.parts[1]}/manifest.json" for p in paths if len(p.parts) > 2 and p.parts[0] == "models"})
+
+
 def model_problems(cfg: DictConfig, reads: Sequence[str] | None = None) -> dict[str, str]:
     """Config key -> why the model it names cannot load here, for each model the run loads (:func:`model_keys`)."""
     named = {key: str(OmegaConf.select(cfg, key)) for key in model_keys(cfg, reads)}
@@ -216,7 +223,7 @@ def code_mix_problem(cfg: DictConfig) -> str | None:
 
     if "melm" not in registry.get(cfg.method).keys or not cfg.melm.code_mix:
         return None
-    spec = get_spec(cfg.dataset)
+    spec = run_spec(cfg)
     if spec.union:                      # a union borrows from its own languages
         return None
     names = list(cfg.melm.code_mix_languages)
@@ -402,7 +409,7 @@ def generator_cuts(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -
     lines, warnings = [], []
     for dataset, sentences in trains.items():
         try:
-            cuts = cuts_of(tokenizer, sentences, get_spec(dataset).language, cfg.generator.max_length,
+            cuts = cuts_of(tokenizer, sentences, run_spec(cfg, dataset).language, cfg.generator.max_length,
                            cfg.generation.max_length, cfg.generation.mixner.mode != "off")
         except ValueError as err:              # a language the generator has no code for
             warnings.append(f"{dataset}: generation lengths not checked ({err})")

@@ -29,7 +29,6 @@ from omegaconf import DictConfig, OmegaConf
 from aclm.base.config import load_config, read_config_file
 
 from aclm.base.dicts import config_hash, flatten, to_dict
-from aclm.base.datasets import set_folder_language
 from aclm.stages import layout
 from aclm.run.chain import chain
 from aclm.stages.layout import SHARED
@@ -80,7 +79,6 @@ def name_run(cfg: DictConfig, overrides: Sequence[str], config_files: Sequence[s
         return cfg
     given = [w for w in overrides if w.split("=", 1)[0] in ("profile", "method", "dataset", "gold", "seed")]
     base = load_config(given)
-    set_folder_language(cfg.dataset, cfg.language)       # loading ``base`` recorded its own language for the dataset
     shared, own = stage_views(base)
     setting, method = {}, {}
     for key in keys:

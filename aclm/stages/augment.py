@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from aclm.base import registry
 from aclm.base.augmentation import Gold
-from aclm.base.datasets import get_spec
+from aclm.base.datasets import run_spec
 from aclm.base.io import write_jsonl
 from aclm.base.runtime import seed_everything, select_device
 from aclm.stages import layout, outputs
@@ -17,8 +17,9 @@ from aclm.stages.declare import stage
 
 
 def augment_keys(cfg) -> tuple[str, ...]:
-    """The config keys a baseline's augment stage reads: its table entry's, and what names the run."""
-    return ("method", "dataset", "seed", *registry.get(cfg.method).keys)
+    """The config keys a baseline's augment stage reads: its table entry's, what names the run, and the
+    language given to a dataset folder (only when given: a run without it keeps its identity)."""
+    return ("method", "dataset", "seed", *(["language"] if cfg.language else []), *registry.get(cfg.method).keys)
 
 
 def input_files(c: DictConfig) -> list[Path]:
@@ -33,7 +34,7 @@ def augment_stage(c: DictConfig, out: Path, data: Path, needs: tuple[Path, ...] 
     method as ``gold.needs``."""
     seed_everything(c.seed)
     gold = Gold(outputs.gold(data, "train"), outputs.gold(data, "dev"), outputs.entity_types(data),
-                get_spec(c.dataset).language, outputs.sentence_languages(data, "train"),
+                run_spec(c).language, outputs.sentence_languages(data, "train"),
                 outputs.sentence_languages(data, "dev"), select_device(c.device), out,
                 {d.parent.name: outputs.augmentation_report(d) for d in needs})
     rows, counts = registry.get(c.method).augmenter()(c, gold)

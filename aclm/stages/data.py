@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from aclm.base import splits
 from aclm.base.dicts import to_dict
 from aclm.base.data import DataError, TaggedSentence, check_label_sets, type_counts, write_conll
-from aclm.base.datasets import get_spec, load_split, resolve_data_dir
+from aclm.base.datasets import DatasetSpec, get_spec, load_split, resolve_data_dir, run_spec
 from aclm.base.io import write_json
 from aclm.stages import layout
 from aclm.stages.declare import stage
@@ -48,15 +48,16 @@ def dataset_files(cfg: DictConfig) -> list[Path]:
 READ_AS = ("language", "format", "empty_token", "union")
 
 
-def read_as(names: list[str]) -> dict:
-    """How each dataset of ``names`` is read (its registry entry, or a folder's detected one): an edit of
+def read_as(specs: list[DatasetSpec]) -> dict:
+    """How each dataset of ``specs`` is read (its registry entry, or a folder's detected one): an edit of
     ``configs/datasets.yaml`` that changes it re-runs the stages reading it."""
-    return {f"dataset {name}": {key: getattr(get_spec(name), key) for key in READ_AS} for name in names}
+    return {f"dataset {spec.name}": {key: getattr(spec, key) for key in READ_AS} for spec in specs}
 
 
 def setting_datasets(c: DictConfig) -> dict:
     """How the setting's dataset (and a union's members) are read: what S0 depends on beyond its files."""
-    return read_as([c.dataset, *get_spec(c.dataset).union])
+    spec = run_spec(c)
+    return read_as([spec, *map(get_spec, spec.union)])
 
 
 def sample_source(cfg: DictConfig) -> str:
@@ -86,7 +87,7 @@ def data_splits(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSente
     Every sentence records its language in ``meta``; a union dataset is the
     concatenation of its members' samples.
     """
-    spec = get_spec(cfg.dataset)
+    spec = run_spec(cfg)
     if spec.union:
         parts = [data_splits(member_config(cfg, member)) for member in spec.union]
         return [s for train, _ in parts for s in train], [s for _, dev in parts for s in dev]

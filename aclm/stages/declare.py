@@ -11,7 +11,7 @@ from functools import lru_cache, partial
 from omegaconf import MISSING as NO_VALUE
 
 from aclm.base.config import schema_keys
-from aclm.base.datasets import get_spec, resolve_data_dir
+from aclm.base.datasets import resolve_data_dir, run_spec
 from aclm.engine import Place, folder_lock
 from aclm.engine import stage as engine_stage
 from aclm.stages.layout import SHARED, RunLayout
@@ -33,14 +33,14 @@ def place(cfg, name: str) -> Place:
     here = RunLayout.of(cfg)
     lock = partial(folder_lock, here.root, "setting", here.root, wait=True) if name in SHARED else nullcontext
     return Place(here.stage(name), (here.root, resolve_data_dir(cfg.data_dir)), lock, defaults(),
-                 f"{name}@{language(cfg.dataset)}")
+                 f"{name}@{language(cfg)}")
 
 
-def language(dataset: str) -> str:
-    """The dataset's language, which S4's and S5's GPU memory depends on (their lease name); empty for a
+def language(cfg) -> str:
+    """The run's language, which S4's and S5's GPU memory depends on (their lease name); empty for a
     dataset not found here (results read elsewhere: nothing runs)."""
     try:
-        return get_spec(dataset).language
+        return run_spec(cfg).language
     except KeyError:
         return ""
 

@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from aclm.base.data import DataError
-from aclm.base.datasets import get_spec, load_split, require_split, resolve_data_dir
+from aclm.base.datasets import get_spec, load_split, require_split, resolve_data_dir, run_spec
 from aclm.base.dicts import config_hash, to_dict
 from aclm.base.io import file_digest, write_json
 from aclm.base.runtime import select_device
@@ -29,7 +29,7 @@ def test_names(c: DictConfig) -> list[str]:
 
 def test_datasets_read_as(c: DictConfig) -> dict:
     """How the test sets a run is scored on are read: what scoring depends on beyond their files."""
-    return read_as(test_names(c))
+    return read_as([run_spec(c, name) for name in test_names(c)])
 
 
 def test_files(c: DictConfig) -> list[Path]:
