@@ -18,8 +18,11 @@ give byte-identical folders, and an unchanged build is skipped ("up to date").
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools is no installed package: the checkout's
 
 from aclm.base.paths import PROJECT_ROOT
 from tools.tiny_models import DEFAULT_OUT_DIR, DEFAULT_TEXT_DIR, SHAPES, build_tiny_models

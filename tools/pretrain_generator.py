@@ -49,7 +49,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools is no installed package: the checkout's
 
 from aclm.base.logs import setup_logging
 from aclm.run.cli import main_guard

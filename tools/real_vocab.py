@@ -33,6 +33,8 @@ import struct
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools is no installed package: the checkout's
+
 import sentencepiece as spm
 import torch
 import transformers

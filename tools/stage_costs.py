@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools is no installed package: the checkout's
 
 import torch
 
