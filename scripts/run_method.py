@@ -16,6 +16,7 @@ from __future__ import annotations
 import textwrap
 
 from aclm.base import registry
+from aclm.base.config import load_config
 from aclm.run.chain import chain, plan, run_method
 from aclm.run.datacheck import built_here
 from aclm.run.cli import WHOLE_CHAIN, main_guard, parse, stage_parser, summary
@@ -61,10 +62,10 @@ def main() -> None:
     if known.list_stages:
         list_stages(known.overrides)
         return
-    args, cfg = parse(parser)
-    if args.models:
-        print(" ".join(built_here(cfg)))
+    if known.models:                                    # for make, before any training library loads
+        print(" ".join(built_here(load_config(known.overrides, known.config))))
         return
+    args, cfg = parse(parser)
     force = chain(cfg)[0].name if args.force else args.force_from
     if args.dry_run:
         states = plan(cfg, force)
