@@ -163,9 +163,11 @@ define reproduce_grid
 endef
 
 reproduce-table%:  ## run a paper table's grid (make -j N passes through), then print the table
+	$(call build_models,aclm)
 	$(call reproduce_grid,table$*)
 
 reproduce-melm_table%:  ## the same for MELM's CoNLL tables
+	$(call build_models,aclm)
 	$(call reproduce_grid,melm_table$*)
 
 reproduce-mini_table%:  ## a CPU-sized miniature (configs/grids/mini_table1.yaml, PROFILE=mini)
