@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import uuid
+from contextlib import contextmanager
 
 import pytest
 
@@ -20,27 +21,39 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU 
 SETTING_VARIABLES = ("DATASET", "GOLD", "SEED", "ARGS", "PROFILE", "METHOD", "MAKEFLAGS")
 
 
-@pytest.fixture
-def profile():
+@contextmanager
+def own_profile(text: str):
     """A profile of the user's own, as the README says to write one: ``configs/profiles/<name>.yaml``."""
     name = f"test_make_{uuid.uuid4().hex[:8]}"
     path = CONFIG_DIR / "profiles" / f"{name}.yaml"
-    path.write_text("inherits: tiny\ngold: 50\ndataset: conll2003/en\nseed: 7\n", encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     try:
         yield name
     finally:
         path.unlink()
 
 
-def dry_run(*args: str, **env: str) -> list[str]:
-    """The key=value words of the run_method.py / ner.py command ``make -n`` prints."""
+@pytest.fixture
+def profile():
+    with own_profile("inherits: tiny\ngold: 50\ndataset: conll2003/en\nseed: 7\n") as name:
+        yield name
+
+
+def commands(*args: str, **env: str) -> str:
+    """What ``make -n`` prints, with none of the caller's setting variables in the environment."""
     clean = {k: v for k, v in os.environ.items() if k not in SETTING_VARIABLES}
     proc = subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=PROJECT_ROOT, capture_output=True,
                           text=True, timeout=120, env={**clean, **env})
     assert proc.returncode == 0, proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if ("scripts/run_method.py" in line
+    return proc.stdout
+
+
+def dry_run(*args: str, **env: str) -> list[str]:
+    """The key=value words of the run_method.py / ner.py command ``make -n`` prints."""
+    stdout = commands(*args, **env)
+    lines = [line for line in stdout.splitlines() if ("scripts/run_method.py" in line
              or "scripts/ner.py" in line) and "--models" not in line]
-    assert len(lines) == 1, proc.stdout
+    assert len(lines) == 1, stdout
     return [word for word in shlex.split(lines[0]) if "=" in word]
 
 
@@ -77,30 +90,13 @@ def test_an_empty_variable_passes_nothing(profile):
 
 
 def test_splits_cut_the_profiles_dataset_into_a_folder_named_after_it(profile):
-    clean = {k: v for k, v in os.environ.items() if k not in SETTING_VARIABLES}
-    proc = subprocess.run(["make", "--no-print-directory", "-n", "splits", f"PROFILE={profile}", "SEED=4"],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120, env=clean)
-    assert proc.returncode == 0, proc.stderr
-    assert shlex.split(proc.stdout)[1:] == ["scripts/make_splits.py", f"profile={profile}", "splits.seed=4"]
-
-
-def commands(*args: str) -> str:
-    clean = {k: v for k, v in os.environ.items() if k not in SETTING_VARIABLES}
-    proc = subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=120, env=clean)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    assert shlex.split(commands("splits", f"PROFILE={profile}", "SEED=4"))[1:] == ["scripts/make_splits.py", f"profile={profile}", "splits.seed=4"]
 
 
 def test_a_profile_of_ones_own_gets_the_models_its_run_loads_built_first():
     """The models built here come from the run's resolved config, not from the profile's name."""
-    name = f"test_make_{uuid.uuid4().hex[:8]}"
-    path = CONFIG_DIR / "profiles" / f"{name}.yaml"
-    path.write_text("inherits: mini_warm\nner:\n  epochs: 3\n", encoding="utf-8")
-    try:
+    with own_profile("inherits: mini_warm\nner:\n  epochs: 3\n") as name:
         aclm, gold_only = commands("run", f"PROFILE={name}", "METHOD=aclm"), commands("gold", f"PROFILE={name}")
-    finally:
-        path.unlink()
     assert "tools/pretrain_generator.py --kind bert2bert --out models/mini-warm" in aclm
     assert "pretrain_generator" not in gold_only and "scripts/ner.py" in gold_only   # its tagger is installed
     assert "tools/build_tiny_models.py" in commands("gold", "PROFILE=tiny")
