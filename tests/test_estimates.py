@@ -83,6 +83,15 @@ def test_a_tuned_s7_counts_one_tagger_a_rate(tmp_path):
     assert estimates.recorded_seconds(load_config(["profile=mini", f"run_dir={tmp_path}"]), layout.S7) == 200.0
 
 
+def test_an_untuned_s7_counted_from_tuned_ones_is_one_tagger_of_theirs(tmp_path):
+    """Only a tuned Gold-only's S7 (4 rates, 400 s) recorded: an untuned ACLM S7 is 100 s, never 0."""
+    folder = stage(tmp_path / "mini" / "a" / "gold_only_tuned", layout.S7, 400.0)
+    (folder / STAMP).write_text(json.dumps({"stage": layout.S7, "seconds": 400.0,
+                                            "config": {"tuning": {"learning_rates": [0.005, 0.01, 0.02, 0.05]}}}))
+    aclm = load_config(["profile=mini", f"run_dir={tmp_path}", "method=aclm"])
+    assert estimates.recorded_seconds(aclm, layout.S7) == 100.0
+
+
 def test_a_span_taggers_s7_is_counted_only_from_span_taggers(tmp_path):
     """GLiNER's S7 is not flair's: neither a flair S7 of the profile, nor S1, nor the measured run counts it."""
     cfg = load_config(["profile=mini", f"run_dir={tmp_path}", "method=gliner_finetuned"])
