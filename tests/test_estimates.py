@@ -28,6 +28,14 @@ def test_s7_is_counted_from_this_runs_s1_scaled_by_its_training_sentences(tmp_pa
     assert line.startswith("the rest takes up to about 55 s")             # 30 + 10 * 50/100, then 20
 
 
+def test_s7_is_counted_from_this_runs_own_size_before_other_runs_s7(tmp_path):
+    """Another run's S7 (400 s, on another number of sentences) counts only until this run's S1 and S6 are done."""
+    done = {layout.S1: stage(tmp_path, layout.S1, 30.0, train=100, training={"seconds": {"train": 10.0}}),
+            layout.S6: stage(tmp_path, layout.S6, 0.1, added=500)}
+    assert guesses(MINI, {layout.S7: 400.0}, done) == {layout.S7: 80.0}          # 30 + 10 * 500/100
+    assert guesses(MINI, {layout.S7: 400.0}, {layout.S1: done[layout.S1]}) == {layout.S7: 400.0}
+
+
 def test_a_recorded_time_comes_before_the_siblings(tmp_path):
     done = {layout.S1_EVAL: stage(tmp_path, layout.S1_EVAL, 30.0)}
     assert "about 4.0 min" in rest(guesses(MINI, {layout.S7_EVAL: 240.0}, done))

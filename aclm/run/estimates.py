@@ -1,13 +1,13 @@
 """How long the rest of a run may take, said after each stage, by ``--dry-run`` and by the demo.
 
-A stage still to run is counted from what is known of it, in this order: the median time it took in this
-profile's earlier runs under the run folder (a tuned S7, :mod:`aclm.stages.tuned`, from tuned ones, else
-one tagger's time per rate); else a stage that did the same work (S7's tagger from this run's
-S1, its training time scaled by S7's training sentences; S7's scoring from S1's, on the same test sets, in this
-run or this profile's others); else the profile's measured run (:data:`MEASURED`: one run per profile and
-recipe on 2 idle cores, with its command and commit), which a first run on a new machine has.  A span
-tagger's S7 and scores (GLiNER) are known only from runs of a span tagger.  A stage with none of these is
-named as not yet known, never counted as no time.
+A stage still to run is counted from what is known of it, in this order: for S7, once this run's S1 and S6 are
+done, S1's time with its training time scaled by S7's training sentences (other runs' S7 trained on other
+numbers of sentences); the median time it took in this profile's earlier runs under the run folder (a tuned
+S7, :mod:`aclm.stages.tuned`, from tuned ones, else one tagger's time per rate); else a stage that did the
+same work (S7's scoring from S1's, on the same test sets, in this run or this profile's others); else the
+profile's measured run (:data:`MEASURED`: one run per profile and recipe on 2 idle cores, with its command and
+commit), which a first run on a new machine has. A span tagger's S7 and scores (GLiNER) are known only from
+runs of a span tagger. A stage with none of these is named as not yet known, never counted as no time.
 
     python -m aclm.run.estimates SETTING_FOLDER --profile NAME --command '...' [KEY=VALUE ...]
 """
@@ -92,8 +92,10 @@ def guesses(cfg: DictConfig, recorded: Mapping[str, float | None], done: Mapping
     flair = registry.get(cfg.method).tagger == "flair"      # the measured runs and S1 train flair taggers
     out = {}
     for name, seconds in recorded.items():
-        if seconds is None and (flair or name not in SPAN_STAGES):
-            seconds = sibling_seconds(cfg, name, done or {})
+        if flair or name not in SPAN_STAGES:
+            sibling = sibling_seconds(cfg, name, done or {})
+            if seconds is None or (name == layout.S7 and sibling is not None):   # S7: this run's own size first
+                seconds = sibling
             if seconds is None and name == layout.S7_EVAL:  # the same test sets as S1's scoring in this profile's runs
                 seconds = recorded_seconds(cfg, layout.S1_EVAL)
             seconds = measured.get(name) if seconds is None else seconds
