@@ -209,12 +209,14 @@ aggregate-melm_table%:  ## the same for MELM's CoNLL tables
 # files or globs, quoted so that ** spans folders; PAPER=<grid> puts that table's numbers beside.
 #   make table RUNS_GLOB='runs/tiny/**/result.json'
 #   make table RUNS_GLOB='runs/mini/multiconer/de/gold300 runs/mini/local' PAPER=table1
+#   make table RUNS_GLOB=runs/mini_warm/multiconer/en/gold100 AGAINST=gold_only_tuned   # [p=...] per entry
 RUNS_GLOB ?= $(RUNS)/$(PROFILE)/**/result.json
 PAPER     ?=
+AGAINST   ?=
 .PHONY: table
 
 table:  ## tables (F1, F1 per type) of any finished runs: RUNS_GLOB, PAPER=<grid> beside; into $(RESULTS)/tabulate
-	$(PYTHON) scripts/tabulate_runs.py $(foreach g,$(RUNS_GLOB),'$(g)') --out $(RESULTS)/tabulate $(if $(PAPER),--paper $(PAPER))
+	$(PYTHON) scripts/tabulate_runs.py $(foreach g,$(RUNS_GLOB),'$(g)') --out $(RESULTS)/tabulate $(if $(PAPER),--paper $(PAPER)) $(if $(AGAINST),--against $(AGAINST))
 
 grid-check:  ## fail if two grids would write one run with different settings
 	$(PYTHON) scripts/grid.py check profile=$(PROFILE) run_dir=$(RUNS)

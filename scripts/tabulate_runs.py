@@ -4,6 +4,7 @@
     python scripts/tabulate_runs.py RUN_DIR_OR_GLOB ... [--out DIR] [--paper GRID]
     python scripts/tabulate_runs.py 'runs/tiny/**/result.json'
     python scripts/tabulate_runs.py runs/mini/multiconer/de/gold300 --paper table1
+    python scripts/tabulate_runs.py runs/mini_warm/multiconer/en/gold100 --against gold_only_tuned
     make table RUNS_GLOB='runs/tiny/**/result.json' [PAPER=table1]
 
 Each argument is a run folder (searched through), a result.json or
@@ -13,7 +14,7 @@ not form a grid: German at 300 gold, a dataset folder's runs, a slice of a
 grid.  Two tables (aclm/tables/tabulate_runs.py): ``f1`` (a row per method and variant, a
 column per dataset x gold size) and ``per_type`` (F1 per entity type), each
 entry the mean ± std over seeds, with the grids' FAILED entries and Welch
-t-test rows.  Only seeds are averaged: runs of another profile get their own
+t-test rows (``--against M``: every entry also against method M's, ``[p=…]``).  Only seeds are averaged: runs of another profile get their own
 columns (rows, per type), named by the profile, and runs of one method and
 setting whose recorded configs differ (beyond seed, data_dir, run_dir, device,
 storage.*) rows of their own, labelled with the keys that differ
@@ -43,10 +44,12 @@ def main() -> None:
                         help="folder for the files (default: %(default)s)")
     parser.add_argument("--paper", metavar="GRID",
                         help=f"a grid whose paper numbers stand beside ({', '.join(grid_names())})")
+    parser.add_argument("--against", metavar="METHOD",
+                        help="a method id (gold_only_tuned, aclm@entities) every entry is tested against (Welch)")
     args = parser.parse_args()
 
     written = []
-    for grid, report in tabulate(args.runs, args.paper):
+    for grid, report in tabulate(args.runs, args.paper, control=args.against):
         print(report.markdown)
         written += write_report(report, grid, args.out)
     print("wrote " + ", ".join(str(p) for p in written))

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from aclm.base.paths import PROJECT_ROOT
-from aclm.experiments.grid import Cell, expand, load_grid
+from aclm.experiments.grid import Cell, GridError, expand, load_grid
 from aclm.run.chain import run_method
 from aclm.tables.aggregate import build_report, entry_text, write_report
 from aclm.tables.runs import Run, of_cell
@@ -190,6 +190,43 @@ def test_welch_test_against_the_best_baseline_per_column(table):
     p_rows = wide[wide["method"].str.startswith("p: ACLM")].set_index("gold")
     assert p_rows.loc["100", "en"].startswith("LwTR: p=")
     assert p_rows.loc["200", "en"] == "Gold-only: n/a"
+
+
+def test_every_entry_is_tested_against_the_control_when_the_grid_names_one(tmp_path):
+    """compare.control: each method's entry against the control's in its column and group, the control's own and
+    a dev column untested; the p after the entry and in the CSV."""
+    (tmp_path / "ref.csv").write_text(REFERENCE)
+    (tmp_path / "grids").mkdir()
+    text = GRID.format(reference=tmp_path / "ref.csv").replace("baselines: [gold_only, lwtr]}",
+                                                               "baselines: [gold_only, lwtr], control: gold_only}")
+    (tmp_path / "grids" / "toy.yaml").write_text(text)
+    grid = load_grid("toy", tmp_path / "grids")
+    cells = expand(grid, "paper", runs=str(tmp_path / "runs"))
+    for cell in cells:
+        if cell.seed in SCORES.get((cell.gold, cell.method), {}):
+            write_result(cell, *SCORES[(cell.gold, cell.method)][cell.seed])
+    report = build_report(grid, cells, "paper")
+    lwtr = stats.ttest_ind([20, 22, 24], [10, 12, 14], equal_var=False).pvalue
+    assert entry(report, "100", "lwtr", "en")["p_control"] == pytest.approx(lwtr)
+    assert entry(report, "100", "aclm", "en_hi")["p_control"] == pytest.approx(
+        stats.ttest_ind([45, 46, 49], [50, 52, 54], equal_var=False).pvalue)
+    assert math.isnan(entry(report, "100", "gold_only", "en")["p_control"])
+    assert math.isnan(entry(report, "200", "aclm", "en")["p_control"])        # the control has one seed there
+    wide = report.table.set_index(["gold", "method"])
+    assert wide.loc[("100", "LwTR"), "en"] == f"22.00 ± 2.00 (48.60; -26.60) [p={lwtr:.2g}] [warned: 1]"
+    assert "[p=" not in wide.loc[("100", "Gold-only"), "en"] and "against Gold-only" in report.markdown
+    write_report(report, grid, tmp_path / "results")
+    csv = pd.read_csv(tmp_path / "results" / "toy.csv", dtype={"gold": str})
+    assert csv[(csv["method_id"] == "lwtr") & (csv["column"] == "en")]["p_control"].iloc[0] == pytest.approx(lwtr)
+
+
+def test_a_misspelt_compare_key_is_an_error(tmp_path):
+    (tmp_path / "grids").mkdir()
+    text = GRID.format(reference=tmp_path / "ref.csv").replace("baselines: [gold_only, lwtr]}",
+                                                               "baselines: [gold_only, lwtr], controls: gold_only}")
+    (tmp_path / "grids" / "toy.yaml").write_text(text)
+    with pytest.raises(GridError, match="compare: unknown keys \\['controls'\\]"):
+        load_grid("toy", tmp_path / "grids")
 
 
 def test_files_are_written(table, tmp_path):
@@ -469,6 +506,18 @@ def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
     assert types.loc[("multiconer/de", "300", "ACLM"), "PER"] == f"57.75 ± {statistics.stdev([45, 47, 50, 49]):.2f}"
     assert types.loc[("multiconer/de", "300", "p: ACLM vs best baseline"), "LOC"] == f"LwTR: p={p:.3g}"
     assert grid.name == "f1"
+
+
+def test_any_runs_are_tested_against_the_method_named(any_runs):
+    from aclm.tables.tabulate_runs import TabulateError, tabulate
+
+    (_, report), _ = tabulate([str(any_runs)], control="gold_only")
+    wide = report.table.set_index("method")
+    p = stats.ttest_ind([45, 47, 50, 49], [30, 32, 34], equal_var=False).pvalue
+    assert wide.loc["ACLM", "multiconer/de gold300"].endswith(f" [p={p:.2g}]")
+    assert "[p=" not in wide.loc["Gold-only", "multiconer/de gold300"]
+    with pytest.raises(TabulateError, match="--against gold_only_tuned: no run of it"):
+        tabulate([str(any_runs)], control="gold_only_tuned")
 
 
 def test_a_run_folder_a_glob_and_a_result_file_name_the_same_runs_once(any_runs):

@@ -30,6 +30,12 @@ def test_every_grid_loads_and_names_its_reference():
         assert expand(grid, "paper"), name
 
 
+def test_a_method_the_grid_does_not_name_is_shown_by_its_title_in_the_method_table():
+    names = load_grid("mini_table1").method_names
+    assert names["gold_only_tuned"] == "Gold-only (tuned)" and names["aclm"] == "ACLM"     # the YAML's own first
+    assert load_grid("table1").method_names["gold_only_budget"] == "Gold-only (ACLM's budget)"   # optional too
+
+
 def test_every_grid_that_scores_a_test_set_names_the_papers():
     for name in grid_names():
         grid = load_grid(name)

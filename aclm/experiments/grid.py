@@ -86,6 +86,7 @@ SAFE_PATH = re.compile(r"^[\w./+@-]+$")      # make reads "@" in a target as its
 GRID_KEYS = {"title", "reference", "seeds", "method_names", "index", "blocks", "derived", "compare", "plot",
              "average_datasets"}
 BLOCK_KEYS = {"datasets", "sizes", "methods", "optional_methods", "overrides", "sweep", "choose", "columns"}
+COMPARE_KEYS = {"method", "baselines", "control"}
 #: What a block's ``choose`` may say: ``dev``, each method's sweep point with the best dev F1 stands for it.
 CHOICES = ("dev",)
 
@@ -126,7 +127,7 @@ class Grid:
     index: dict[str, str]                        # reference row-key column -> template
     blocks: tuple[Block, ...]
     derived: dict[str, list[str]] = field(default_factory=dict)
-    compare: dict = field(default_factory=dict)  # {method: ..., baselines: [...]}
+    compare: dict = field(default_factory=dict)  # {method: ..., baselines: [...], control: ...}
     plot: dict = field(default_factory=dict)     # {x: index column, y: [columns]}
     average_datasets: bool = False               # an entry is, per seed, the mean over the grid's datasets
     shows_dev: bool = True                       # its runs' dev F1 beside each run's first column (no: the columns
@@ -241,14 +242,17 @@ def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
         raise GridError(f"no grid {name!r} ({path}); grids: {grid_names()}")
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     _check_keys(str(path), raw, GRID_KEYS)
+    _check_keys(f"{path} compare", raw.get("compare") or {}, COMPARE_KEYS)
     for key in ("title", "reference", "seeds", "index", "blocks"):
         if not raw.get(key):
             raise GridError(f"{path}: needs {key!r}")
+    blocks = tuple(_block(b, f"{path} block {i}") for i, b in enumerate(raw["blocks"]))
+    titles = {m: registry.METHODS[m].title for block in blocks for m in (*block.methods, *block.optional)}
     return Grid(name=name, title=raw["title"], reference=dict(raw["reference"]),
                 seeds=tuple(int(s) for s in _tuple(raw["seeds"])),
-                method_names=dict(raw.get("method_names") or {}),
+                method_names={**titles, **(raw.get("method_names") or {})},   # unnamed: the method table's title
                 index={k: str(v) for k, v in raw["index"].items()},
-                blocks=tuple(_block(b, f"{path} block {i}") for i, b in enumerate(raw["blocks"])),
+                blocks=blocks,
                 derived={k: list(v) for k, v in (raw.get("derived") or {}).items()},
                 compare=dict(raw.get("compare") or {}), plot=dict(raw.get("plot") or {}),
                 average_datasets=bool(raw.get("average_datasets", False)))

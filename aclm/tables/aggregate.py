@@ -26,7 +26,11 @@ the test sets each side scored on: the paper's (the grid's
 Significance: in each column and row group (the row keys other than the
 method), the compared method (ACLM) against the baseline with the highest
 mean, by Welch's t-test over seeds (``scipy.stats.ttest_ind(equal_var=False)``);
-"n/a" when either side has fewer than two seeds.
+"n/a" when either side has fewer than two seeds.  A grid whose ``compare`` names a
+``control`` (``gold_only_tuned`` in the miniature grids; ``--against`` for
+the tables of any runs) also tests every other entry against the control's
+in the same column and row group: ``[p=0.015]`` after the entry, ``p_control``
+in the CSV.
 
 A grid's table is :func:`build_report`; the runs no grid lists (any run
 folders, :mod:`aclm.tables.tabulate_runs`) go through the same :func:`assemble`,
@@ -66,7 +70,7 @@ ANNOTATE_MORE = "Gold-only at 2N gold"
 RUN_COLUMNS = ("column", "method_id", "seed", "run_dataset", "score", "status", "error", "warning", "code",
                "config_hash")
 ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "diff", "warned", "commits",
-                 "config_hashes")
+                 "config_hashes", "p_control")
 #: how a result in a table names the code that made it: a commit, and the digest of uncommitted changes
 UNCOMMITTED = "+"
 
@@ -231,6 +235,7 @@ def summarize(long: pd.DataFrame, grid: Grid, reference: Optional[pd.DataFrame] 
     else:
         summary["paper"] = math.nan
     summary["diff"] = summary["mean"] - summary["paper"]
+    summary["p_control"] = against_control(summary, grid)
     return summary
 
 
@@ -241,6 +246,24 @@ def method_key(grid: Grid) -> Optional[str]:
 def group_keys(grid: Grid) -> list[str]:
     """The row keys other than the method: the rows one significance test compares."""
     return [k for k in grid.index if k != method_key(grid)]
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> float:
+    """Welch's two-sided p over seeds; NaN when a side has fewer than two."""
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue) if len(a) >= 2 and len(b) >= 2 else math.nan
+
+
+def against_control(summary: pd.DataFrame, grid: Grid) -> pd.Series:
+    """Each entry's Welch p against the control's entry (``compare.control``) in its column and row group: the
+    protocol's question of every method, not only of the compared one (NaN: the control itself, a dev column,
+    no control entry, or fewer than two seeds a side)."""
+    control, keys = grid.compare.get("control"), [*group_keys(grid), "column"]
+    if not control or summary.empty:
+        return pd.Series(math.nan, index=summary.index, dtype=float)
+    theirs = {tuple(row[keys]): row["values"] for _, row in summary[summary["method_id"] == control].iterrows()}
+    return pd.Series([math.nan if row["method_id"] == control or is_dev(row["column"]) or tuple(row[keys]) not in theirs
+                      else welch(row["values"], theirs[tuple(row[keys])]) for _, row in summary.iterrows()],
+                     index=summary.index, dtype=float)
 
 
 def significance(summary: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -258,9 +281,8 @@ def significance(summary: pd.DataFrame, grid: Grid) -> pd.DataFrame:
             continue
         best = rivals.loc[rivals["mean"].idxmax()]
         a, b = ours.iloc[0]["values"], best["values"]
-        p = stats.ttest_ind(a, b, equal_var=False).pvalue if len(a) >= 2 and len(b) >= 2 else math.nan
         rows.append({**dict(zip([*keys, "column"], key)), "method_id": target, "best": best["method_id"],
-                     "n_method": len(a), "n_best": len(b), "p_value": float(p)})
+                     "n_method": len(a), "n_best": len(b), "p_value": welch(a, b)})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -287,7 +309,8 @@ def entry_text(row: pd.Series, with_paper: bool = True) -> str:
         ours = _num(row["mean"]) + (f" ± {row['std']:.2f}" if row["n"] >= 2 else "")
         count = f" [n={row['n']}]" if row["n"] != row["expected"] else ""
         warned = f" [warned: {row['warned']}]" if row.get("warned") else ""
-        return f"{ours}{paper}{count}{warned}"
+        control = f" [p={row['p_control']:.2g}]" if not math.isnan(row.get("p_control", math.nan)) else ""
+        return f"{ours}{paper}{count}{control}{warned}"
     if row["status"] == FAILED:
         return f"FAILED: {shorten(row['error'])}{paper}"
     return f"{DASH}{paper}"
@@ -581,9 +604,13 @@ def markdown_report(grid: Grid, profile: str, table: pd.DataFrame, summary: pd.D
              f"with a warning (below); {DASH} missing."
              + (f" `<column>{DEV}`: the dev F1 of that column's runs, the score their model selection used."
                 if grid.shows_dev else "")]
-    if grid.compare:
+    if grid.compare.get("method"):
         lines.append("p: two-sided Welch's t-test of the compared method against the baseline with the highest "
                      "mean in that column and group (n/a: fewer than 2 seeds on a side).")
+    if grid.compare.get("control"):
+        control = grid.method_names.get(grid.compare["control"], grid.compare["control"])
+        lines.append(f"[p=…]: two-sided Welch's t-test of the entry against {control} in the same column and "
+                     f"group (none: fewer than 2 seeds on a side).")
     lines += ["", markdown_table(table)]
     notes = [*(notes or []), *code_notes(long, grid)]
     if notes:

@@ -243,16 +243,22 @@ def method_names(runs: Sequence[Run], paper: Optional[Grid]) -> dict[str, str]:
     return out
 
 
-def comparison(runs: Sequence[Run]) -> dict:
-    """ACLM (its unlabelled row) against the baselines present (their variants and labelled rows too); nothing
-    to compare without it."""
-    if not any(method_id(run) == COMPARED for run in runs):
-        return {}
-    ids = dict.fromkeys(method_id(run) for run in runs if run.method in BASELINES)
-    return {"method": COMPARED, "baselines": list(ids)}
+def comparison(runs: Sequence[Run], control: Optional[str] = None) -> dict:
+    """ACLM (its unlabelled row) against the baselines present (their variants and labelled rows too), and every
+    entry against ``control`` (a method id: ``gold_only_tuned``) where given; nothing to compare without them."""
+    present = {method_id(run) for run in runs}
+    if control is not None and control not in present:
+        raise TabulateError(f"--against {control}: no run of it among the runs found "
+                            f"(methods: {', '.join(sorted(present))})")
+    compare = {"control": control} if control else {}
+    if COMPARED in present:
+        ids = dict.fromkeys(method_id(run) for run in runs if run.method in BASELINES)
+        compare.update(method=COMPARED, baselines=list(ids))
+    return compare
 
 
-def table_grid(name: str, runs: Sequence[Run], paper: Optional[Grid]) -> tuple[Grid, list[Run], list[str]]:
+def table_grid(name: str, runs: Sequence[Run], paper: Optional[Grid], control: Optional[str] = None
+               ) -> tuple[Grid, list[Run], list[str]]:
     """The grid of one table over ``runs`` (a block per profile, dataset and gold size), the runs placed in
     their blocks, and the columns in order.  Several profiles: each names its columns (F1) or rows (per type)."""
     title, index, columns_of = TABLES[name]
@@ -270,7 +276,7 @@ def table_grid(name: str, runs: Sequence[Run], paper: Optional[Grid]) -> tuple[G
         order += [c.format() for c in columns if c.format() not in order]
     grid = Grid(name=name, title=f"{title}, beside {paper.title}" if paper else title,
                 reference=dict(paper.reference) if paper else {}, seeds=(), method_names=method_names(runs, paper),
-                index=dict(index), blocks=tuple(blocks), compare=comparison(runs),
+                index=dict(index), blocks=tuple(blocks), compare=comparison(runs, control),
                 plot={"x": "method", "y": order} if name == "f1" else {},      # a panel per column, ours and paper
                 shows_dev=name == "f1")                       # a type's column is no test set: the F1 table has dev
     return grid, sorted(placed, key=run_order), order
@@ -309,16 +315,17 @@ def paper_numbers(paper: Grid, grid: Grid, runs: Sequence[Run], root: Path = PRO
 
 # --- the tables ------------------------------------------------------------------------------
 
-def tabulate(patterns: Sequence[str], paper_name: Optional[str] = None,
-             root: Path = PROJECT_ROOT) -> list[tuple[Grid, Report]]:
-    """The F1 table and the per-type table (when a run has per-type scores) of the runs under ``patterns``."""
+def tabulate(patterns: Sequence[str], paper_name: Optional[str] = None, root: Path = PROJECT_ROOT,
+             control: Optional[str] = None) -> list[tuple[Grid, Report]]:
+    """The F1 table and the per-type table (when a run has per-type scores) of the runs under ``patterns``, each
+    entry tested against ``control``'s where given."""
     runs = find_runs(patterns)
     paper = load_grid(paper_name) if paper_name else None
     profile = ", ".join(sorted({run.profile for run in runs}))
     tested = test_sets(paper.reference.get("test_set") if paper else None, runs)
     reports = []
     for name in TABLES:
-        grid, placed, order = table_grid(name, runs, paper)
+        grid, placed, order = table_grid(name, runs, paper, control)
         if not order:
             continue
         reference = paper_numbers(paper, grid, placed, root) if paper else None
