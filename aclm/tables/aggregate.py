@@ -256,7 +256,7 @@ def welch(a: Sequence[float], b: Sequence[float]) -> float:
 def against_control(summary: pd.DataFrame, grid: Grid) -> pd.Series:
     """Each entry's Welch p against the control's entry (``compare.control``) in its column and row group: the
     protocol's question of every method, not only of the compared one (NaN: the control itself, a dev column,
-    no control entry, or fewer than two seeds a side)."""
+    no control entry, or fewer than two seeds a side).  Rows labelled apart are entries of their own ids."""
     control, keys = grid.compare.get("control"), [*group_keys(grid), "column"]
     if not control or summary.empty:
         return pd.Series(math.nan, index=summary.index, dtype=float)
