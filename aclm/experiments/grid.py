@@ -363,32 +363,20 @@ def with_test_set(grid: Grid, test_set: Optional[str]) -> Grid:
 
 
 def missing_data(cells: Sequence["Cell"]) -> list[str]:
-    """Each file the cells' runs would read that is not there (``<file>: missing (<dataset> <split>); <what to
-    do>``), reading one cell per setting; the files of a release the data folder does not ship come first,
-    with the registry's word on where to get them (``obtain``), the others (a gold sample) after."""
+    """Each file the cells' runs would read that is not there (the data check's line), reading one cell per
+    setting; the files of a release the data folder does not ship come first, with the registry's word on
+    where to get them (``obtain``), the others (a gold sample) after."""
     from aclm.base.data import DataError
-    from aclm.base.datasets import get_spec, resolve_data_dir
-    from aclm.run.datacheck import setting_files
+    from aclm.run.datacheck import missing_files, setting_files
 
-    shipped, elsewhere = {}, {}
+    found: dict[str, None] = {}
     for cell in {(c.dataset, c.gold, c.overrides): c for c in cells}.values():
         config = cell.config()
-        base = resolve_data_dir(config.data_dir)
         try:
-            files = setting_files(config)
+            found.update(dict.fromkeys(missing_files(setting_files(config), config)))
         except (DataError, KeyError) as err:
-            shipped[str(err).strip("'\"")] = None
-            continue
-        for role, path in files.items():
-            if path.exists():
-                continue
-            spec = get_spec(role.split()[0])
-            release = {spec.path(r, base) for r in (spec.train, spec.dev, spec.test) if r}
-            if spec.obtain and path in release:
-                elsewhere[f"{path}: missing ({role}); {spec.obtain.replace('<data_dir>', str(base))}"] = None
-            else:
-                shipped[f"{path}: missing ({role}); set data_dir (or ACLM_DATA_DIR) to the folder that holds it"] = None
-    return [*elsewhere, *shipped]
+            found[str(err).strip("'\"")] = None
+    return sorted(found, key=lambda line: " is not shipped: " not in line)      # stable: each group in order
 
 
 def require_test_set_data(cells: Sequence["Cell"], test_set: Optional[str]) -> None:

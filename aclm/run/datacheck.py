@@ -120,11 +120,10 @@ def dataset_of(role: str) -> str:
 
 
 def missing_files(files: dict[str, Path], cfg: DictConfig) -> list[str]:
-    problems = []
-    for role, path in files.items():
-        if not path.exists():
-            problems.append(f"{path}: missing ({role}); {missing_hint(get_spec(dataset_of(role)))}")
-    return problems
+    """``<file>: missing (<role>); <what to do>`` for each file not there, the data folder named in the hint."""
+    base = str(resolve_data_dir(cfg.data_dir))
+    return [f"{path}: missing ({role}); {missing_hint(get_spec(dataset_of(role))).replace('<data_dir>', base)}"
+            for role, path in files.items() if not path.exists()]
 
 
 def model_keys(cfg: DictConfig, reads: Sequence[str] | None = None) -> list[str]:
