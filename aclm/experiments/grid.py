@@ -367,16 +367,21 @@ def missing_data(cells: Sequence["Cell"]) -> list[str]:
     setting; the files of a release the data folder does not ship come first, with the registry's word on
     where to get them (``obtain``), the others (a gold sample) after."""
     from aclm.base.data import DataError
-    from aclm.run.datacheck import missing_files, setting_files
+    from aclm.base.datasets import get_spec
+    from aclm.run.datacheck import dataset_of, missing_files, setting_files
 
-    found: dict[str, None] = {}
+    found: dict[str, bool] = {}                  # line -> shipped with the data folder (said after the others)
     for cell in {(c.dataset, c.gold, c.overrides): c for c in cells}.values():
         config = cell.config()
         try:
-            found.update(dict.fromkeys(missing_files(setting_files(config), config)))
+            files = setting_files(config)
         except (DataError, KeyError) as err:
-            found[str(err).strip("'\"")] = None
-    return sorted(found, key=lambda line: " is not shipped: " not in line)      # stable: each group in order
+            found.setdefault(str(err).strip("'\""), True)
+            continue
+        for role, path in files.items():
+            for line in missing_files({role: path}, config):
+                found.setdefault(line, not get_spec(dataset_of(role)).obtain)
+    return sorted(found, key=found.get)          # stable: each group in the order found
 
 
 def require_test_set_data(cells: Sequence["Cell"], test_set: Optional[str]) -> None:
