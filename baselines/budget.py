@@ -1,15 +1,8 @@
-"""Gold-only with an augmented run's training budget: the gold sentences repeated.
+"""Gold-only with ACLM's training budget: gold plus as many gold copies as ACLM added (docs/reproducing.md).
 
-An augmented S7 trains on gold plus what S6 added, for the same epochs as
-Gold-only: at 100 gold, ACLM's S7 makes about 2-6 times Gold-only's updates.
-Part of a gain may be those updates, not the new sentences (Piedboeuf and
-Langlais, 2024: classic augmentation gains vanish when the baseline trains
-longer; DAGA's authors train on gold copied several times plus augmentation).
-This control trains the Gold-only tagger on gold plus as many gold copies as
-ACLM added in the same setting (its S6 report): the same sentences per epoch,
-so the same optimizer updates per epoch, with the same batch size and
-schedule.  Copies go round the gold set in a seeded order, so each sentence is
-repeated as often as any other, give or take one.
+At 100 gold ACLM's S7 makes 2-6x Gold-only's updates, and part of a gain may be those updates (Piedboeuf
+and Langlais, 2024; DAGA's authors also train on gold copied several times). Same sentences per epoch, so
+the same updates. Copies go round the gold set in a seeded order, each repeated equally, give or take one.
 """
 
 from __future__ import annotations

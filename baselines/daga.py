@@ -1,12 +1,8 @@
-"""DAGA (Ding et al., 2020): sample new tagged sentences from a word-level LSTM LM.
+"""DAGA (Ding et al., 2020; SPEC §3): sample new tagged sentences from a word-level LSTM LM.
 
-A one-layer LSTM language model is trained on the linearized training
-sentences (``B-PER john I-PER smith went ...``, see
-:mod:`baselines.linearize`), and the epoch with the lowest dev perplexity is
-kept, as DAGA selects its model; sampling from ``<bos>`` produces sentences with
-their labels, which are parsed back and filtered: unfinished, malformed and
-repeated samples are dropped and counted.  The sentences are generated from
-scratch, so they have no source sentence.
+A one-layer LSTM is trained on linearized sentences (:mod:`baselines.linearize`), keeping the epoch with
+the lowest dev perplexity as DAGA does; samples from ``<bos>`` are parsed back and screened. Generated
+from scratch, they have no source sentence.
 """
 
 from __future__ import annotations
@@ -73,12 +69,8 @@ class LSTMLanguageModel(nn.Module):
 
 def _training_tensors(sentences: Sequence[TaggedSentence], vocab: Vocabulary,
                       max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Padded teacher-forcing pairs: inputs ``<bos> w1 .. wn``, targets ``w1 .. wn <eos>``.
-
-    Both are cut to ``max_length`` positions, the most a sample may have.
-    Padding sits at the end, so with a left-to-right LSTM it cannot affect
-    the real positions; the loss ignores it.
-    """
+    """Padded teacher-forcing pairs (``<bos> w1 .. wn`` -> ``w1 .. wn <eos>``) cut to ``max_length``; padding
+    at the end cannot affect a left-to-right LSTM's real positions."""
     ids = [vocab.encode(linearize(s)) for s in sentences]
     width = min(max_length, max(len(x) for x in ids) + 1)
     pad, bos, eos = vocab.stoi[PAD], vocab.stoi[BOS], vocab.stoi[EOS]
@@ -94,7 +86,7 @@ def _training_tensors(sentences: Sequence[TaggedSentence], vocab: Vocabulary,
 @torch.no_grad()
 def dev_perplexity(model: LSTMLanguageModel, inputs: torch.Tensor, targets: torch.Tensor, pad: int,
                    batch_size: int, device: torch.device) -> float:
-    """exp of the mean next-word cross-entropy over the real positions of the dev pairs (padding excluded)."""
+    """exp of the mean next-word cross-entropy over the dev pairs' real positions."""
     model.eval()
     total, tokens = 0.0, 0
     for start in range(0, len(inputs), batch_size):
@@ -108,13 +100,8 @@ def dev_perplexity(model: LSTMLanguageModel, inputs: torch.Tensor, targets: torc
 
 def train_lm(sentences: Sequence[TaggedSentence], dev: Sequence[TaggedSentence], cfg: DAGAConfig, seed: int,
              device: Device = "cpu") -> tuple[LSTMLanguageModel, Vocabulary, dict]:
-    """Fit the LM on the linearized sentences (Adam, cross-entropy) and keep the epoch with the lowest dev
-    perplexity, as DAGA does; returned in eval mode, with that epoch and its perplexity.
-
-    Dev words the training data never shows are ``<unk>``.  Seeds torch's
-    global generator (weights, dropout) and shuffles with its own, so a seed
-    fixes the model on CPU; scoring the dev set draws nothing.
-    """
+    """Fit the LM (Adam) and keep the lowest-dev-perplexity epoch, as DAGA does.  Seeds torch's global
+    generator and shuffles with its own, so a seed fixes the model on CPU."""
     if not sentences or not dev:
         raise ValueError("DAGA needs training sentences and dev sentences (for choosing the epoch)")
     device = torch.device(device)
@@ -161,14 +148,9 @@ def train_lm(sentences: Sequence[TaggedSentence], dev: Sequence[TaggedSentence],
 def _sample_batch(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int,
                   generator: torch.Generator, device: torch.device,
                   tags: Sequence[str] | None = None) -> list[tuple[list[str], bool]]:
-    """Ancestral sampling of ``n`` sequences in lock-step; each with whether it reached ``<eos>``.
-
-    ``<pad>``, ``<bos>`` and ``<unk>`` can never be a real next word, so
-    they are excluded from the draw.  With ``tags`` (``daga.constrained`` not
-    ``off``) the samples keep the linearization readable: after a tag, the
-    tags and ``<eos>`` are excluded (a tag is followed by a word), and
-    ``<eos>`` until a first word (no empty sample).
-    """
+    """Ancestral sampling of ``n`` sequences in lock-step, each with whether it reached ``<eos>``.  ``<pad>``,
+    ``<bos>``, ``<unk>`` are never drawn; with ``tags`` (``daga.constrained``) no tag or ``<eos>`` follows a
+    tag, and no ``<eos>`` comes before a first word."""
     pad, eos = vocab.stoi[PAD], vocab.stoi[EOS]
     banned = torch.tensor([pad, vocab.stoi[BOS], vocab.stoi[UNK]], device=device)
     is_tag = torch.zeros(len(vocab), dtype=torch.bool, device=device)
@@ -218,17 +200,8 @@ def sample(model: LSTMLanguageModel, vocab: Vocabulary, n: int, max_length: int,
 
 def generate(sentences: Sequence[TaggedSentence], dev: Sequence[TaggedSentence], cfg: DAGAConfig, rounds: int,
              seed: int, device: Device = "cpu") -> tuple[list[TaggedSentence], dict[str, int], dict]:
-    """Train the LM (best epoch by dev perplexity) and draw ``rounds`` x ``len(sentences)`` samples; keep the
-    new, well-formed ones.  Returns them, the screening counts and the LM's best epoch and dev perplexity.
-
-    Dropped and counted (:func:`baselines.linearize.screen`): samples cut off
-    at ``max_length`` before ``<eos>`` (``malformed_truncated``), malformed
-    ones (``malformed_<reason>``), copies of a training sentence (``copy``)
-    and repeats of an earlier sample, same words and tags (``duplicate``).
-    With ``cfg.constrained`` ``labels`` or ``entities`` (which has no template
-    here: the same) no tag is sampled without a word after it, and no sample
-    is empty.
-    """
+    """Train the LM and draw ``rounds`` x ``len(sentences)`` samples; keep the new, well-formed ones
+    (:func:`baselines.linearize.screen`).  ``entities`` has no template here: the same as ``labels``."""
     model, vocab, lm = train_lm(sentences, dev, cfg, seed, device)
     tags = tag_vocabulary(sentences)
     samples = _sample(model, vocab, rounds * len(sentences), cfg.max_length, seed, device, batch_size=512,

@@ -1,22 +1,9 @@
-"""The tag-before-token linearization shared by DAGA and MulDA.
+"""The tag-before-token linearization shared by DAGA and MulDA (SPEC §3): ``B-PER john I-PER smith went``.
 
-``john smith went`` tagged ``B-PER I-PER O`` becomes
-``B-PER john I-PER smith went``: every entity token is preceded by its tag and
-``O`` tokens stand alone, so a language model over these sequences learns
-words and labels together, and its samples can be read back as tagged
-sentences.
-
-A word is read as a tag when it has the BIO shape (``B-`` or ``I-`` and a
-type, upper-case prefix).  The round trip ``parse(linearize(s)) == s`` holds
-for every sentence with normalised tags whose tokens do not themselves have
-that shape (lower-cased text never does) and with empty ``meta``, which
-the linearization does not carry.
-
-A sequence that cannot be read back raises
-:class:`aclm.steps.screening.MalformedGeneration` with one of the shared reasons
-(``empty``, ``tag_without_word``, ``unknown_tag``; ``truncated`` for a sample
-cut off before its end), and samples are screened by the shared
-:func:`aclm.steps.screening.screen`.
+An LM over these sequences learns words and labels together, and its samples read back as tagged
+sentences. A word with the BIO shape (upper-case ``B-``/``I-`` prefix) is a tag, so
+``parse(linearize(s)) == s`` holds for normalised tags, tokens without that shape (lower-cased text
+never has it) and empty ``meta``.
 """
 
 from __future__ import annotations
@@ -49,13 +36,7 @@ def linearize(sentence: TaggedSentence) -> list[str]:
 
 
 def parse(words: Sequence[str], known_tags: set[str]) -> TaggedSentence:
-    """Read a linearized sequence back; an entity opened by ``I-`` becomes ``B-``.
-
-    Raises :class:`MalformedGeneration` for an empty sequence (``empty``), a
-    tag not followed by a word, at the end or before another tag
-    (``tag_without_word``), and a tag-shaped word that is not in
-    ``known_tags`` (``unknown_tag``).
-    """
+    """Read a linearized sequence back (an ``I-`` opening becomes ``B-``), or raise :class:`MalformedGeneration`."""
     if not words:
         raise MalformedGeneration("empty")
     tokens: list[str] = []
@@ -95,14 +76,8 @@ def parse_sample(sample: Sample, known_tags: set[str]) -> TaggedSentence:
 
 def screen(samples: Sequence[Sample], known_tags: set[str],
            training: Sequence[TaggedSentence]) -> tuple[list[tuple[int, TaggedSentence]], dict[str, int]]:
-    """Keep the finished, well-formed, new samples (with their index), counting every drop.
-
-    Shared by the generate-from-scratch methods (DAGA, MulDA), through the
-    shared :func:`aclm.steps.screening.screen`: a sample is dropped when it was cut
-    off before its end (``malformed_truncated``), does not parse
-    (``malformed_<reason>``), copies a training sentence (``copy``) or repeats
-    an earlier sample, same words and tags (``duplicate``).
-    """
+    """Keep the finished, well-formed, new samples (with their index), counting every drop: DAGA's and MulDA's
+    screening, a copy being any training sentence."""
     copies = {_key(s) for s in training}
     screened, counts = screening.screen([None] * len(samples), samples,
                                         parse=lambda sample: parse_sample(sample, known_tags),

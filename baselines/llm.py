@@ -1,25 +1,10 @@
-"""An instruction-tuned causal language model writing new tagged sentences from a few gold ones.
+"""An instruction-tuned causal LM writing new tagged sentences from a few gold ones (docs/reproducing.md).
 
-The baseline the field now expects of an augmentation paper (ProgGen, LLM-DA): no fine-tuning, only a
-prompt.  Each prompt (``llm.prompt``) shows ``llm.shots`` gold sentences of one language in MulDA's linearization
-(``B-PER john I-PER smith went``, :mod:`baselines.linearize`), names the entity types by their words
-(``llm.type_names``), and asks for one new sentence in the same form.  Every gold sentence is shown in
-``llm.rounds`` prompts, beside other gold sentences drawn at random, so R x N sentences are asked for, as
-of every baseline.  A model with a chat template gets the prompt as a user turn; one without (the tiny test
-model) gets it as plain text.
-
-The tags join the vocabulary as whole tokens, their embeddings starting from their spelling (:func:`setup`),
-and sampling runs under the project's label grammar (:class:`aclm.steps.constraints.LabelGrammar`,
-``paired=False``): a tag is always followed by a word, no other special token is written, no word token
-holds a line break, and the end of the turn comes only after a word.  So every response parses; one cut
-off by ``llm.max_new_tokens`` before its end is dropped as ``malformed_truncated``, and copies of gold
-sentences and repeats are dropped as MulDA's (:func:`baselines.linearize.screen`).
-
-The prompts and raw responses (special tokens kept) are saved beside the generations, in
-``augment/prompts.jsonl``, as the field's convention asks.  The counts add ``responses_with_tags`` (responses
-with a tag token) and ``spelled_tags`` (tags written out of ordinary pieces, which the grammar does not see):
-the first things to read on a new model, since a model that will not write the new tokens writes no
-entities, or spells them.
+The baseline the field now expects (ProgGen, LLM-DA): no fine-tuning, only a prompt showing ``llm.shots``
+gold sentences in MulDA's linearization; each gold sentence appears in R prompts, so R x N are asked for.
+Tags are whole tokens and sampling runs under :class:`aclm.steps.constraints.LabelGrammar` (``paired=False``,
+one line), so every response parses; screening is MulDA's. ``prompts.jsonl`` keeps prompts and raw
+responses; ``responses_with_tags`` and ``spelled_tags`` show whether a model writes the new tokens.
 """
 
 from __future__ import annotations
@@ -53,13 +38,10 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "nl": "Dutch
 
 
 def setup(path: str, tags: Sequence[str], device: torch.device):
-    """The model (bf16 on a GPU) and its tokenizer (padding on the left, as a causal LM's batch needs), with
-    ``tags`` added as whole tokens.
+    """The model (bf16 on a GPU) and its left-padding tokenizer, with ``tags`` as whole tokens.
 
-    A new tag's input row starts as the mean input row of the pieces that spell it (`` B-PER``), and, where
-    the model has an output matrix of its own, its output row as the mean output row of the same pieces: the
-    model reads a tag roughly as the text it saw in pretraining, and can write it back.  (MulDA and ACLM
-    start theirs from the type's words, then fine-tune; nothing is trained here.)
+    A tag's input (and untied output) row starts as the mean of the pieces spelling it (`` B-PER``), so the
+    untrained model reads and writes it roughly as that text (MulDA and ACLM fine-tune from type words).
     """
     tokenizer = AutoTokenizer.from_pretrained(path)
     tokenizer.padding_side = "left"
@@ -78,10 +60,8 @@ def setup(path: str, tags: Sequence[str], device: torch.device):
 
 
 def token_classes(tokenizer: PreTrainedTokenizerBase, tags: Sequence[str]) -> TokenClasses:
-    """The grammar's classes by what each id decodes to: a byte-level piece (GPT-2's, Qwen's) says nothing of
-    its text by its name.  A piece holding a character that does not print (a line break, a tab, a control
-    byte) is neither a word nor a blank, so a response is one line of text; the end is the tokenizer's end of
-    sequence (an instruction-tuned model's end of turn)."""
+    """The grammar's classes by what each id decodes to (byte-level piece names say nothing); a piece with
+    a non-printing character is neither word nor blank, so a response is one line."""
     size = len(tokenizer)
     special = set(tokenizer.all_special_ids) | set(tokenizer.get_added_vocab().values())
     texts = tokenizer.batch_decode([[i] for i in range(size)])
@@ -97,8 +77,7 @@ def token_classes(tokenizer: PreTrainedTokenizerBase, tags: Sequence[str]) -> To
 
 def instruction(template: str, examples: Sequence[TaggedSentence], language: str, types: Sequence[str],
                 names: Mapping[str, str]) -> str:
-    """``llm.prompt`` filled in: ``{language}`` by its name, ``{types}`` as ``PER (person), ...``, ``{examples}``
-    linearized, one a line."""
+    """``llm.prompt`` filled in: ``{language}``, ``{types}`` (``PER (person), ...``), ``{examples}`` one a line."""
     kinds = ", ".join(f"{t} ({type_words(t, names)})" for t in types)
     lines = "\n".join(" ".join(linearize(s)) for s in examples)
     return template.format(language=LANGUAGE_NAMES.get(language, language), types=kinds, examples=lines)
@@ -113,8 +92,8 @@ def prompt_text(tokenizer: PreTrainedTokenizerBase, request: str) -> str:
 
 
 def demonstrations(languages: Sequence[str], shots: int, rounds: int, seed: int) -> list[list[int]]:
-    """Per prompt, the gold sentences it shows: each sentence in ``rounds`` prompts, each time beside
-    ``shots - 1`` others of its language drawn at random, in a random order."""
+    """Per prompt, the gold sentences shown: each in ``rounds`` prompts, beside ``shots - 1`` random others of
+    its language, shuffled."""
     rng = random.Random(seed)
     prompts = []
     for i, language in enumerate(languages):
@@ -141,10 +120,8 @@ def context(model) -> int:
 @torch.inference_mode()
 def write(model, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], cfg: DictConfig,
           classes: TokenClasses, tag_ids: set[int], seed: int, device: torch.device) -> list[Response]:
-    """One sampled response per prompt, ``cfg.batch_size`` prompts a ``generate`` call (call ``c`` draws after
-    ``torch.manual_seed(seed + c)``).  The prompt's own tokens are not constrained.  The grammar's length budget counts the padded prompt
-    and one position more than the response has, so it never forces an end: a response cut at
-    ``max_new_tokens`` parses (no tag is written last) and counts as unfinished."""
+    """One sampled response per prompt.  The grammar's budget is one position more than the response has,
+    so it never forces an end: a response cut at ``max_new_tokens`` parses (no tag last) and counts as unfinished."""
     out = []
     for call, start in enumerate(tqdm(range(0, len(prompts), cfg.batch_size), desc="LLM writes", unit="batch")):
         batch = tokenizer(list(prompts[start:start + cfg.batch_size]), return_tensors="pt", padding=True,

@@ -1,28 +1,12 @@
-"""Label-wise token replacement (LwTR; Dai & Adel, 2020).
+"""Label-wise token replacement (LwTR; Dai & Adel, 2020; SPEC §3).
 
-Each token is replaced, with probability ``p``, by a token drawn from the
-training tokens that carry the same label, so the tag sequence never changes.
-
-The label is the full BIO tag: ``B-PER`` and ``I-PER`` have separate
-distributions, and ``O`` has its own.  Keeping the prefix means a first-token
-position is refilled with words seen opening a name and a continuation
-position with words seen continuing one, which is what the tag sequence (left
-untouched) asserts about them.
-
-Three variants (``lwtr.variant``):
-
-* ``paper``: every token may be replaced; an augmentation that copies its
-  source or repeats an earlier one of the same source is dropped.
-* ``released``: the rule the LwTR files shipped with the authors' code show (no
-  LwTR code was released; docs/reference-code.md gives the evidence): the
-  words of NLTK's English stop-word list are never replaced and never drawn,
-  in every language, and every augmentation is kept, copies and repeats
-  included, so each gold sentence gets exactly R. Python's generator, seeded
-  with the run's seed, rounds as the outer loop.
-* ``replay``: the same rule, drawn as the released files were (:func:`replay`):
-  numpy's legacy Mersenne Twister from ``lwtr.replay_seed`` (26), a coin for
-  every token, each sentence's R augmentations in a row. On the released gold
-  samples it writes the released files' augmentations word for word.
+Each token is replaced with probability ``p`` by a training token of the same label, so tags never change.
+The label is the full BIO tag (``B-PER`` and ``I-PER`` draw apart): a refilled position gets a word seen in
+that role, as the untouched tags assert.
+``lwtr.variant`` (evidence: docs/reference-code.md, "LwTR as released"): ``paper`` drops copies and repeats;
+``released`` is the rule the shipped LwTR files show (no code was released): NLTK's English stop words are
+never replaced nor drawn, in every language, and all R augmentations are kept; ``replay`` draws that rule as
+the files were (numpy seeded ``lwtr.replay_seed`` 26), reproducing them word for word.
 """
 
 from __future__ import annotations
@@ -53,8 +37,7 @@ hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't sh
 shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
 """.split())
 VARIANTS = ("paper", "released", "replay")
-#: The numpy seed the released LwTR files were drawn from: Dai & Adel's LwTR script seeds numpy with half its
-#: ``--seed``, 52 by default (docs/reference-code.md).
+#: The released files' numpy seed: Dai & Adel's script seeds numpy with half its ``--seed`` (default 52).
 RELEASED_SEED = 26
 
 
@@ -64,10 +47,7 @@ def is_fixed(token: str, variant: str) -> bool:
 
 
 def token_distribution(sentences: Sequence[TaggedSentence], variant: str = "paper") -> Distribution:
-    """Per label, its training tokens (first-seen order) and their relative frequencies.
-
-    Under ``released`` the function words (:func:`is_fixed`) are left out, so they are never drawn.
-    """
+    """Per label, its training tokens (first-seen order) and relative frequencies, fixed words left out."""
     counts: dict[str, Counter] = {}
     for sentence in sentences:
         for token, tag in zip(sentence.tokens, sentence.tags):
@@ -82,13 +62,8 @@ def token_distribution(sentences: Sequence[TaggedSentence], variant: str = "pape
 
 def replace(sentence: TaggedSentence, dist: Distribution, p: float, rng: random.Random,
             variant: str = "paper") -> TaggedSentence:
-    """One augmentation of ``sentence``: each token (but the fixed ones, :func:`is_fixed`) is replaced
-    with probability ``p``.
-
-    The coin flips come first, then one draw of all replacements per label
-    (``random.choices`` with ``k``), so a sentence costs one pass over each
-    label's distribution rather than one per replaced token.
-    """
+    """One augmentation: each non-fixed token replaced with probability ``p``; coins first, then one
+    ``random.choices`` draw per label (one pass over its distribution, not one per token)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p={p} must lie in [0, 1]")
     chosen = [i for i, token in enumerate(sentence.tokens) if not is_fixed(token, variant) and rng.random() < p]
@@ -107,16 +82,11 @@ def replace(sentence: TaggedSentence, dist: Distribution, p: float, rng: random.
 
 def replay(sentences: Sequence[TaggedSentence], p: float, rounds: int,
            seed: int = RELEASED_SEED) -> list[TaggedSentence]:
-    """``rounds`` augmentations of each sentence, drawn in the order the released LwTR files were.
+    """``rounds`` augmentations of each sentence, drawn as the released LwTR files were.
 
-    One ``numpy.random.RandomState(seed)`` (the generator behind numpy's legacy global functions, so
-    ``numpy.random.seed(seed)`` gives the same stream; a private one leaves numpy's global state alone)
-    draws everything, sentence by sentence and, within a sentence, augmentation by augmentation. An
-    augmentation takes a coin for every token at once (``binomial(1, p, len)``), function words included;
-    then, left to right, each token whose coin came up and that is not a function word takes one
-    frequency-weighted draw (``choice``) from its label's pool (:func:`token_distribution`, in first-seen
-    order), which may return the word already there. A function word's coin is spent and changes nothing.
-    Each augmentation's ``meta`` holds ``source_index``, ``round`` and ``redrawn`` (the positions drawn).
+    A private ``RandomState(seed)`` (the same stream as ``numpy.random.seed``) goes sentence by sentence, round
+    by round: ``binomial(1, p, len)`` coins for all tokens (a function word's is spent for nothing), then
+    left to right one frequency-weighted ``choice`` per replaced token, which may return the same word.
     """
     dist = token_distribution(sentences, "replay")
     pools = {tag: (words, np.array(shares)) for tag, (words, shares) in dist.items()}
@@ -139,15 +109,8 @@ def augment(sentences: Sequence[TaggedSentence], p: float, rounds: int,
             seed: int, variant: str = "paper") -> tuple[list[TaggedSentence], dict[str, int]]:
     """``rounds`` augmentations of every sentence, with the drop counts.
 
-    Under ``paper`` and ``released`` rounds are the outer loop and one
-    ``random.Random(seed)`` drives every :func:`replace`, so the augmentations
-    of R rounds start with exactly those of fewer rounds (an R sweep is
-    nested). Under ``replay`` :func:`replay` draws them, ``seed`` seeding
-    numpy, each sentence's R in a row. Under ``paper`` the shared
-    :func:`aclm.steps.screening.screen` drops and counts an augmentation identical
-    to its source (``copy``) or to an earlier augmentation of the same source
-    (``duplicate``); the other variants keep them all. Each kept one
-    records its source's index and its round in ``meta``.
+    Under ``paper``/``released`` rounds are the outer loop of one ``random.Random(seed)``, so an R sweep is
+    nested (R rounds start with those of fewer). Only ``paper`` drops copies and repeats.
     """
     if variant not in VARIANTS:
         raise ValueError(f"lwtr.variant={variant!r} is not one of {VARIANTS}")
@@ -170,11 +133,8 @@ def augment(sentences: Sequence[TaggedSentence], p: float, rounds: int,
 
 
 def augment_gold(c, gold) -> tuple[list[dict], dict]:
-    """The method table's entry point: R rounds over the gold sentences, rows for generations.jsonl.
-
-    ``replay`` draws from ``lwtr.replay_seed`` (the same augmentations for every run seed, as the released
-    files are one per sample); the other variants from the run's seed.
-    """
+    """The method table's entry point.  ``replay`` ignores the run's seed (the released files are one per
+    sample); the other variants use it."""
     seed = c.lwtr.replay_seed if c.lwtr.variant == "replay" else c.seed
     augmented, counts = augment(gold.train, c.lwtr.p, c.generation.rounds, seed, c.lwtr.variant)
     return [kept_row(s, [s.meta["source_index"]], round=s.meta["round"]) for s in augmented], counts

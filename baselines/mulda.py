@@ -1,15 +1,9 @@
-"""MulDA (Liu et al., 2021): sample new tagged sentences from mBART-50 fine-tuned as a language model.
+"""MulDA (Liu et al., 2021; SPEC §3): sample tagged sentences from mBART-50 fine-tuned as a language model.
 
-As DAGA (:mod:`baselines.daga`), but the language model is mBART-50, as the
-ACLM paper ran it.  The tag words of the linearization (``B-PER john I-PER
-smith went``, see :mod:`baselines.linearize`) join the vocabulary as whole
-tokens, so a tag is one decision of the model and never a spelling.  The
-encoder sees only the language code (an empty source) and the decoder learns
-the linearized sentences; generation samples from the start, and the samples
-are parsed back and filtered exactly as DAGA's: unfinished, malformed and
-repeated ones are dropped and counted.  Sentences are generated from scratch,
-so they have no source sentence.  Its settings are the ``mulda`` section of the
-config (``configs/profiles/paper.yaml`` says where each comes from).
+As DAGA, with mBART-50 as the ACLM paper ran it. Tag words join the vocabulary as whole tokens (a tag is
+one decision, never a spelling); the encoder sees only the language code and the decoder learns the
+linearized sentences; samples are screened as DAGA's. Where each ``mulda`` value comes from:
+docs/configuration.md ("Paper, released code, default").
 """
 
 from __future__ import annotations
@@ -44,14 +38,8 @@ log = logging.getLogger("baselines.mulda")
 
 def setup(path: str, language: str, tags: Sequence[str], device: torch.device | None = None,
           init_words: Mapping[str, str] | None = None):
-    """Load mBART-50 with ``tags`` as whole tokens; a new one starts from its type's words, as ACLM's label
-    tokens do (:func:`aclm.steps.generator.label_words`).
-
-    They are added as special tokens: those are matched before sentencepiece
-    runs and absorb the spaces around them, so a linearized sentence encodes
-    to the same ids as its words encoded one by one.  Plain added tokens
-    would leave a stray ``▁`` piece before every tag.
-    """
+    """Load mBART-50 with ``tags`` as whole special tokens (plain added tokens would leave a stray ``▁``
+    before every tag), starting from their type's words as ACLM's label tokens do."""
     model, tokenizer = load_generator(path, language, device)
     add_tokens(model, tokenizer, tags, {tag: label_words(tag, init_words or {}) for tag in tags})
     return model, tokenizer
@@ -59,13 +47,8 @@ def setup(path: str, language: str, tags: Sequence[str], device: torch.device | 
 
 def training_pair(sentence: TaggedSentence, tokenizer: PreTrainedTokenizerBase, max_length: int,
                   code: str | None = None) -> dict:
-    """Encoder input: the target's first token alone; target: ``<code> linearized words </s>``.
-
-    With nothing to condition on, the decoder is a language model of the
-    linearized sentences in that language (``code``, else the tokenizer's;
-    a generator without language codes starts with its own first token, BERT's
-    ``[CLS]``).
-    """
+    """Encoder input: the target's first token alone, so the decoder is a language model of
+    ``<code> linearized words </s>``."""
     set_language(tokenizer, code)
     target = tokenizer(text_target=" ".join(linearize(sentence)), max_length=max_length, truncation=True)
     return {"input_ids": [target_start(tokenizer)], "attention_mask": [1], "labels": target["input_ids"]}
@@ -75,10 +58,7 @@ def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSe
              dev: Sequence[TaggedSentence], cfg: DictConfig, seed: int, device: torch.device,
              checkpoints: Path, codes: tuple[Sequence[str], Sequence[str]] | None = None) -> tuple[object, dict]:
     """Fit the LM with ``Seq2SeqTrainer``; returns the best-by-dev-loss model (eval mode) and that evaluation.
-
-    ``codes`` gives each train and dev sentence's language code (several in
-    the multilingual setting); without it every sentence uses the tokenizer's.
-    """
+    ``codes``: each train and dev sentence's language code (multilingual setting)."""
     train_codes, dev_codes = codes or ([None] * len(train), [None] * len(dev))
     pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(train, train_codes)]
     dev_pairs = [training_pair(s, tokenizer, cfg.max_length, c) for s, c in zip(dev, dev_codes)]
@@ -90,12 +70,8 @@ def finetune(model, tokenizer: PreTrainedTokenizerBase, train: Sequence[TaggedSe
 
 
 def split_output(ids: Sequence[int], eos: int) -> tuple[list[int], bool]:
-    """The sampled ids after ``</s> <code>`` up to the first ``eos``, and whether there was one.
-
-    The decoder starts with its start token and the forced first token (the
-    language code), so only what follows them counts; a sample without a later
-    ``eos`` was cut off by ``max_length``.
-    """
+    """The sampled ids after ``</s> <code>`` up to the first ``eos``, and whether there was one (if not,
+    ``max_length`` cut it)."""
     body = list(ids[2:])
     return (body[:body.index(eos)], True) if eos in body else (body, False)
 
@@ -109,16 +85,8 @@ def decode(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], tag_ids: set[
 @torch.inference_mode()
 def sample(model, tokenizer: PreTrainedTokenizerBase, n: int, cfg: DictConfig, tags: Sequence[str],
            seed: int, device: torch.device) -> list[Sample]:
-    """``cfg.rounds`` x ``n`` samples, ``cfg.generation_batch_size`` x ``cfg.rounds`` per ``generate`` call.
-
-    Every encoder input is the bare language code, so a call asks for
-    ``cfg.rounds`` returns of each of up to ``cfg.generation_batch_size`` copies.  The
-    model's forced ``</s>`` at ``max_length`` is switched off, or a
-    cut-off sample would look finished.  Call ``c`` draws after
-    ``torch.manual_seed(seed + c)``.  With ``cfg.constrained`` ``labels`` or
-    ``entities`` (no template here: the same) a tag token is always followed
-    by a word (:class:`aclm.steps.constraints.LabelGrammar`, ``paired=False``).
-    """
+    """``cfg.rounds`` x ``n`` samples.  The forced ``</s>`` at ``max_length`` is off, or a cut sample would
+    look finished; ``constrained`` (``entities`` = ``labels``: no template) makes every tag precede a word."""
     code = target_start(tokenizer)
     tag_ids = set(tokenizer.convert_tokens_to_ids(list(tags)))
     classes = TokenClasses.of(tokenizer, tags) if cfg.constrained != "off" else None

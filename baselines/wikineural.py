@@ -1,9 +1,5 @@
-"""WikiNEuRal's silver-data baseline: gold plus silver sentences of the same language.
-
-It adds as many silver sentences as ACLM added in the same setting (ACLM's
-S6 report), or R x gold (ACLM's attempts) where ACLM has not run.  The silver
-data has CoNLL's label set (PER ORG LOC MISC), so it serves CoNLL-style
-datasets only.
+"""WikiNEuRal's silver-data baseline (SPEC §3): gold plus as many same-language silver sentences as ACLM
+added (R x gold where ACLM has not run). Silver data is PER ORG LOC MISC: CoNLL-style datasets only.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""MELM (Zhou et al., ACL 2022) as a baseline: ``augment(cfg, gold) -> (rows, counts)``.
+"""MELM as a baseline: seeds (gold, plus code-mixed copies with ``melm.code_mix``), fine-tune the masked
+LM on them with entity tokens masked at rate eta, then ``melm.rounds`` re-mask-and-fill passes per seed.
 
-1. Seeds: the gold training sentences and, with ``melm.code_mix``, one
-   code-mixed copy of each (:mod:`melm.codemix`), whose foreign entity is
-   preceded by a language marker.
-2. Fine-tune the masked LM (``melm.model``, XLM-R) on the linearized seeds,
-   entity tokens masked at rate eta (:mod:`melm.training`).
-3. ``melm.rounds`` times per seed, re-mask entity tokens and fill them from
-   the top-k predictions (:mod:`melm.generation`).
-
-Rows are the kept generations, each with its gold source sentence and whether
-it came from a code-mixed seed.  The consistency filter (keep what the gold
-NER reproduces) is the shared post-processing's (``configs/methods/melm.yaml``).
+The consistency filter (keep what the gold NER reproduces) is S6's (``configs/methods/melm.yaml``).
 """
 
 from __future__ import annotations
@@ -32,12 +23,8 @@ log = logging.getLogger("melm")
 
 
 def code_mixed_seeds(cfg: DictConfig, gold: Gold) -> tuple[list[Seed], list[str]]:
-    """Code-mixed copies of the gold sentences and the languages they borrow from (none when off).
-
-    Monolingual gold borrows from the datasets in ``melm.code_mix_languages``;
-    multilingual gold (a union) borrows, for each language, from the other
-    languages' gold sentences, as MELM's multilingual setting does.
-    """
+    """Code-mixed copies of the gold sentences and the languages they borrow from.  Monolingual gold borrows
+    from ``melm.code_mix_languages``; multilingual gold from the other languages' gold, as MELM's setting."""
     if not cfg.melm.code_mix:
         return [], []
     embed = sbert_embedder(cfg, gold.device)
@@ -56,7 +43,7 @@ def code_mixed_seeds(cfg: DictConfig, gold: Gold) -> tuple[list[Seed], list[str]
 
 
 def augment(cfg: DictConfig, gold: Gold) -> tuple[list[dict], dict]:
-    """Kept MELM generations as contract rows, and counts of everything generated, dropped and timed."""
+    """Kept MELM generations as rows, with counts of everything generated, dropped and timed."""
     m = cfg.melm
     timings = Timings()
     seed_everything(cfg.seed)

@@ -1,19 +1,10 @@
 """Multilingual MELM's code-mixing: swap an entity for its nearest same-type entity of another language.
 
-For each training sentence with an entity, a target language is drawn
-uniformly first (among the other languages in which one of the sentence's
-entities has a same-type mention), then one of those entities (at random) is
-replaced by its most similar same-type mention of that language, as MELM
-section 2.5 does; a language marker (``<de>``) goes before every word of
-the swapped entity, as MELM's released code writes it, so the LM knows which
-language it is reading.
-The marker lives only in the linearized input; the sentence itself
-(:class:`melm.encoding.Seed`) keeps plain words and BIO tags.
-
-Similarity is the cosine of multilingual Sentence-BERT embeddings of the
-mention texts (``generation.mixner.embedder``), the stand-in for the
-paper's MUSE bilingual word embeddings; a foreign mention spelled like the
-entity it would replace (case aside) is not a swap and is never chosen.
+Per sentence, a target language is drawn uniformly first, then one entity is replaced by its most similar
+same-type mention there (MELM §2.5). A marker (``<de>``) precedes each swapped word, as MELM's released
+code writes it, in the linearized input only. Similarity: cosine of multilingual Sentence-BERT embeddings
+(``generation.mixner.embedder``), standing in for the paper's MUSE bilingual embeddings. A mention spelled
+like the entity it would replace (case aside) is never chosen.
 """
 
 from __future__ import annotations
@@ -54,11 +45,7 @@ def foreign_mentions(pool: Mapping[str, Sequence[TaggedSentence]]) -> list[Menti
 
 def nearest_same_type(queries: torch.Tensor, query_types: Sequence[str], candidates: torch.Tensor,
                       candidate_types: Sequence[str], forbidden: torch.Tensor | None = None) -> torch.Tensor:
-    """For each query, the index of the most cosine-similar candidate of its type (-1 when there is none).
-
-    One matrix product over all pairs; pairs of different types, and those
-    ``forbidden`` (a bool matrix), are set to -inf before the arg-max.
-    """
+    """For each query, the most cosine-similar candidate of its type not ``forbidden`` (-1: none)."""
     type_id = {t: i for i, t in enumerate(sorted({*query_types, *candidate_types}))}
     q_types = torch.tensor([type_id[t] for t in query_types])
     c_types = torch.tensor([type_id[t] for t in candidate_types])
@@ -71,8 +58,7 @@ def nearest_same_type(queries: torch.Tensor, query_types: Sequence[str], candida
 
 
 def swap(sentence: TaggedSentence, source: int, start: int, end: int, mention: Mention) -> Seed:
-    """The sentence with words ``start:end`` replaced by ``mention`` (same type), each of its words marked with
-    its language."""
+    """The sentence with words ``start:end`` replaced by ``mention``, each new word marked with its language."""
     tags = [f"B-{mention.type}"] + [f"I-{mention.type}"] * (len(mention.words) - 1)
     return Seed(TaggedSentence(sentence.tokens[:start] + list(mention.words) + sentence.tokens[end:],
                                sentence.tags[:start] + tags + sentence.tags[end:]),

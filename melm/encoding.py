@@ -1,11 +1,6 @@
-"""What MELM reads: linearized sentences as sub-word ids, with where each sub-token came from.
+"""What MELM reads: linearized sentences (label tokens, code-mixing markers) as sub-word ids.
 
-A sentence is linearized with the shared label tokens (``<b-per> john
-<b-per>``); a code-mixed sentence also carries a language marker (``<de>``)
-before each word of a swapped entity, as MELM's released code writes it.
-Each sub-token remembers the sentence word it belongs to and the entity it is
-part of, which is all the masking (training and generation) and the
-word-by-word read-back need.
+Each sub-token remembers its sentence word and entity: all that masking and the word-by-word read-back need.
 """
 
 from __future__ import annotations
@@ -27,12 +22,7 @@ MAX_TOKENS = 512
 
 @dataclass
 class Seed:
-    """A sentence MELM trains on and augments: a gold one, or a code-mixed copy of it.
-
-    ``source`` is the index of the gold training sentence it comes from;
-    ``markers`` maps every word of each swapped entity to the language it
-    was taken from.
-    """
+    """A gold sentence or a code-mixed copy; ``source``: its gold index; ``markers``: swapped word -> language."""
 
     sentence: TaggedSentence
     source: int
@@ -45,11 +35,8 @@ class Seed:
 
 @dataclass
 class Encoded:
-    """Sub-word ids of a linearized sentence and, per sub-token, its sentence word and entity (-1: none).
-
-    Label tokens, markers and the tokenizer's own specials belong to no word;
-    ``complete`` is false when the sentence had to be cut to fit the model.
-    """
+    """Sub-word ids and, per sub-token, its sentence word and entity (-1: none, as for label tokens and
+    markers); ``complete`` is false when cut to fit the model."""
 
     input_ids: list[int]
     word: list[int]
@@ -104,8 +91,8 @@ def add_markers(model, tokenizer: PreTrainedTokenizerBase, languages: Sequence[s
 
 def add_melm_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
                           init_words: dict) -> list[str]:
-    """Add ``<b-x>``/``<i-x>`` per type, both starting from the words of the type alone, as MELM's paper does
-    (``<b-per>`` and ``<i-per>`` from "person"; ACLM's generator adds a position word, aclm.steps.labels)."""
+    """Add ``<b-x>``/``<i-x>`` per type, both from the type's words alone, as MELM's paper does (ACLM's
+    generator adds a position word)."""
     tokens = label_tokens(types)
     add_tokens(model, tokenizer, tokens, {t: type_words(t[1:-1].split("-", 1)[1], init_words) for t in tokens})
     return tokens

@@ -1,19 +1,9 @@
-"""Generate with the fine-tuned masked LM: re-mask entity tokens, fill them from the top-k.
+"""Generate with the fine-tuned masked LM: re-mask entity tokens, fill them from the top-k (SPEC §3).
 
-For every seed sentence and round, each entity of n sub-word tokens gets a
-share ε ~ N(0.5, σ = 1/n) of its tokens masked (see :func:`entity_mask_share`);
-one forward pass per batch predicts every masked token at once, and each is
-replaced by a token drawn uniformly from the ``top_k`` predictions, special
-and label tokens excluded.  The unit is the whole entity, as the paper and
-the spec describe it; the released code draws per entity word instead, and
-draws from ranks 2 to k only.
-
-Tokens are replaced in place, so every sub-token still belongs to the same
-sentence word: a word is rebuilt from its own sub-tokens (joined, whatever
-word-boundary marks the new ones carry) and the sentence keeps its number of
-words and its tag sequence.  The result is still read back through
-:func:`aclm.steps.labels.parse_generation`, which rejects whatever cannot be a
-word (an empty one, one that spells a label token).
+Each entity of n sub-tokens gets a share ε ~ N(0.5, σ = 1/n) masked, each filled uniformly from the
+``top_k`` predictions (special and label tokens excluded). The unit is the whole entity, as paper and SPEC
+say; the released code draws per entity word, and from ranks 2 to k only. Filling is in place, so words
+and tags keep their count; the result still goes through :func:`aclm.steps.labels.parse_generation`.
 """
 
 from __future__ import annotations
@@ -46,13 +36,8 @@ class Job:
 
 
 def entity_mask_share(n: int, rng: random.Random) -> float:
-    """MELM's generation masks: the share ε of an entity's ``n`` sub-tokens to mask, ε ~ N(0.5, σ = 1/n),
-    redrawn until 0 ≤ ε ≤ 1 and round(ε·n) ≥ 1.
-
-    σ = 1/n is the released code's N(n/2, 1) on the token count, as a share;
-    like that code (which redraws the count until it lies in [1, n]), every
-    entity gets at least one token masked, so every attempt can change it.
-    """
+    """ε ~ N(0.5, σ = 1/n), redrawn until 0 ≤ ε ≤ 1 and round(ε·n) ≥ 1: the released code's N(n/2, 1) on the
+    count as a share, and like it every entity gets at least one token masked."""
     while True:
         eps = rng.gauss(0.5, 1.0 / n)
         if 0.0 <= eps <= 1.0 and round(eps * n) >= 1:
@@ -89,11 +74,8 @@ def lm_head(model) -> torch.nn.Module:
 @torch.inference_mode()
 def fill(model, ids: torch.Tensor, attention: torch.Tensor, masked: torch.Tensor, mask_id: int,
          banned: torch.Tensor, top_k: int, generator: torch.Generator) -> torch.Tensor:
-    """``ids`` with every ``masked`` position replaced by a uniform draw from the top-k predictions.
-
-    Only the masked positions go through the LM head (the vocabulary is 250k
-    wide); ``banned`` ids (special, label and marker tokens) are never drawn.
-    """
+    """``ids`` with every ``masked`` position a uniform draw from the top-k, ``banned`` ids excluded; only
+    masked positions go through the 250k-wide LM head."""
     hidden = model.base_model(input_ids=ids.masked_fill(masked, mask_id), attention_mask=attention)[0]
     logits = lm_head(model)(hidden[masked]).float()
     logits = logits.index_fill(1, banned, float("-inf"))
@@ -160,8 +142,7 @@ def read_all(seeds: Sequence[Seed], encoded: Sequence[Encoded], jobs: Sequence[J
 
 def screen(seeds: Sequence[Seed], gold: Sequence[TaggedSentence], jobs: Sequence[Job],
            generated: Sequence[TaggedSentence | MalformedGeneration]) -> tuple[list[dict], dict[str, int]]:
-    """Kept rows, dropping and counting (the shared :func:`aclm.steps.screening.screen`) malformed generations,
-    copies of the seed or of its gold source (``copy``) and repeats of the same gold source (``duplicate``)."""
+    """Kept rows after :func:`aclm.steps.screening.screen`; a copy of the seed or its gold source is ``copy``."""
     job_seeds = [seeds[job.seed_index] for job in jobs]
 
     def is_copy(i: int, result: TaggedSentence) -> bool:

@@ -1,8 +1,6 @@
-"""The sentences monolingual code-mixing borrows entities from: which train files (the augment stage
-hashes them as its inputs; named in the method table) and their sentences, by language.
+"""The train files monolingual code-mixing borrows entities from (hashed as the augment stage's inputs).
 
-Light on purpose: a chain is planned (the grids, the tables) by hashing these files, without the
-training libraries the rest of MELM needs.
+Light on purpose: planning a chain hashes them without loading MELM's training libraries.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Fine-tune the masked LM on linearized sentences, masking entity tokens only.
+"""Fine-tune the masked LM on linearized sentences, masking entity tokens only (SPEC §3).
 
-The masks are drawn by the data collator for every batch, so each epoch sees
-fresh ones: every entity sub-token is masked with probability eta, always
-replaced by ``<mask>``; label tokens, language markers and the words outside
-entities are never masked, and the loss covers the masked tokens only.  The dev
-set is masked the same way once, so the dev losses of different epochs are
-comparable; the epoch with the lowest one is kept.
-
-Unlike the released MELM code, which computes the loss over every token, the
-loss here is the usual masked-LM loss (``labels = -100`` elsewhere).
+Each entity sub-token is replaced by ``<mask>`` with probability eta, fresh every batch. The dev set is
+masked once, so epochs' dev losses compare; the lowest is kept. Unlike the released MELM code (loss over
+every token), the loss covers masked tokens only (``labels = -100`` elsewhere).
 """
 
 from __future__ import annotations
@@ -33,10 +27,8 @@ log = logging.getLogger("melm.training")
 
 
 def training_features(encoded: Sequence[Encoded]) -> list[dict]:
-    """Collator inputs; ``special_tokens_mask`` flags what must never be masked (all but entity tokens).
-
-    Sentences without entities would carry no loss and are left out.
-    """
+    """Collator inputs, ``special_tokens_mask`` flagging all but entity tokens; entity-free sentences (no
+    loss) are left out."""
     return [{"input_ids": e.input_ids, "attention_mask": [1] * len(e.input_ids),
              "special_tokens_mask": [int(k < 0) for k in e.entity]}
             for e in encoded if any(k >= 0 for k in e.entity)]
@@ -44,13 +36,8 @@ def training_features(encoded: Sequence[Encoded]) -> list[dict]:
 
 @dataclass
 class EntityMaskingCollator(DataCollatorForLanguageModeling):
-    """Masks each token not flagged in ``special_tokens_mask`` with probability ``mlm_probability`` (eta).
-
-    Masks come from the collator's own seeded generator, new ones at every
-    call.  A batch that drew no mask at all would give a NaN loss, so it is
-    redrawn.  Items that already carry ``labels`` (the dev set, masked once)
-    are only padded.
-    """
+    """Masks each unflagged token with probability eta from its own seeded generator; a batch with no mask
+    (a NaN loss) is redrawn, and items with ``labels`` (dev, masked once) are only padded."""
 
     mask_replace_prob: float = 1.0
     random_replace_prob: float = 0.0
@@ -85,11 +72,8 @@ def mask_once(features: Sequence[dict], collator: EntityMaskingCollator) -> list
 
 def build_trainer(model, tokenizer, train: list[dict], dev: list[dict], cfg: MELMConfig, seed: int,
                   device: torch.device, out_dir: Path) -> Trainer:
-    """A Trainer that keeps the epoch with the lowest dev loss.
-
-    ``remove_unused_columns=False`` keeps ``special_tokens_mask`` on its way
-    to the collator; Adam at a constant learning rate, as MELM.
-    """
+    """A Trainer keeping the lowest-dev-loss epoch; constant-lr Adam, as MELM.  ``remove_unused_columns=False``
+    lets ``special_tokens_mask`` reach the collator."""
     if not train or not dev:
         raise ValueError(f"MELM needs train and dev sentences with entities (got {len(train)} and {len(dev)})")
     args = TrainingArguments(

@@ -6,31 +6,13 @@
     python tools/benchmark.py device=cuda ner.model=xlm-roberta-large generator.model=facebook/mbart-large-50 \\
         generation.mixner.embedder=sentence-transformers/distiluse-base-multilingual-cased-v2
 
-Prints sentences per second for keyword extraction (S2), template building
-(S3), retrieval (mixner's similarity search, at 1k and 15k sentences) and
-generation (S5).  Then, on the same models and data, the released code's way:
-
-* generation: a ``text2text-generation`` pipeline called once per template
-  (5 beams, top-k 10 sampling, up to 100 tokens: the paper's decoding), against
-  our batched decoding with the same settings;
-* usable augmentations per CPU second on those templates: the pipeline call
-  per template, whose output the released validity rule accepts or not
-  (``generation.parse=released``), against our batched decoding under each
-  ``generation.constrained`` mode.  Usable: well formed (the project's
-  parse), every entity of the source kept, not a copy of it.  The constrained
-  modes also give the grammar's own share of the decoding time.  Only a
-  fine-tuned generator makes this meaningful: ``generator.model=`` an S4 folder
-  (``storage.keep_models=true`` keeps it), e.g. of a mini-profile ACLM run;
-* retrieval: scipy's cosine distance over every pair of sentences in a Python
-  double loop, timed at ``--pairs-n`` sentences and extrapolated to 15,000
-  (N^2 pairs; encoding grows with N), against our search measured at 15,000.
-
-Sentences come from $ACLM_DATA_DIR/multiconer/en when present, else the
-bundled sample, repeated.  ``key=value`` overrides the config as on the stage
-scripts: ``profile=`` (default tiny) gives the models and batch sizes,
-``device=`` (cpu, the default, or cuda) where they run; the encoder S2 reads is
-``ner.model``, the generator ``generator.model``, mixner's embedder
-``generation.mixner.embedder``.
+Prints sentences per second for S2, S3, retrieval (1k and 15k sentences) and S5; then, on the same models
+and data, the released code's way against ours: a ``text2text-generation`` pipeline call per template
+against batched decoding (the paper's decoding), usable augmentations per CPU second under each
+``generation.constrained`` mode (meaningful only with a fine-tuned ``generator.model=<S4 folder>``: keep
+one with storage.keep_models=true), and scipy's pairwise cosine loop, extrapolated to 15k, against our
+search. ``key=value`` overrides the config (default profile=tiny device=cpu). Sentences: multiconer/en
+if present, else the bundled sample. Results: docs/cost.md, docs/constrained-decoding.md.
 """
 
 from __future__ import annotations

@@ -4,15 +4,11 @@
     python tools/build_tiny_models.py [--out models/tiny] [--text FILE_OR_DIR ...] [--seed 0] [--force]
     python tools/build_tiny_models.py --shape paper      # full-size stand-ins in models/paper_shape (6.9 GB)
 
-There is no model hub to download XLM-RoBERTa, mBART-50, Sentence-BERT or GPT-2
-from here. The demo, the tests and CI instead use small models with the same
-architectures, tokenizer classes and special tokens, so they run the very same
-code paths as the real models, on CPU and in seconds. ``--shape paper`` builds
-them at the paper's exact sizes (xlm-roberta-large and -base, mbart-large-50,
-distiluse-base-multilingual-cased-v2, gpt2; random weights) for the paper-size
-cost benchmark (``make bench-paper-shape``). Tokenizers are trained on
-the bundled sample (data/sample/*/*.conll) plus any --text; the same seed and text
-give byte-identical folders, and an unchanged build is skipped ("up to date").
+XLM-RoBERTa, mBART-50, Sentence-BERT and GPT-2 with the real architectures, tokenizer classes and special
+tokens, so the demo, the tests and CI run the real code paths on CPU in seconds; ``--shape paper`` builds
+them at the paper's sizes for cost measurements (``make bench-paper-shape``). Tokenizers are trained on
+data/sample/*/*.conll plus any --text; same seed and text give byte-identical folders, and an unchanged
+build is skipped ("up to date"). Details: docs/cost.md.
 """
 
 from __future__ import annotations

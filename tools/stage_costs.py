@@ -5,14 +5,10 @@
     python tools/stage_costs.py profile=paper_shape device=cuda generator.epochs=10 ner.epochs=100
     python tools/stage_costs.py --fresh --json costs.json profile=mini
 
-Runs (or reuses) one ACLM setting with the given profile (paper_shape by default:
-random weights at the paper's model sizes, the paper's batch sizes and R, one
-epoch per training stage) and prints, for every stage, the wall time, the time
-per epoch or per 1k sentences, the peak memory (process RSS; CUDA's peak
-allocation on a GPU) and the bytes it wrote and kept (stored as a grid's run: the
-S7 tagger pruned once scored).  It then scales the run to
-the paper's epochs (ner.epochs, generator.epochs of the paper profile) and to a
-full Table 1 (configs/grids/table1.yaml), under the assumptions it prints.
+Runs (or reuses) one ACLM setting (default profile paper_shape: random weights at the paper's sizes, one
+epoch per training stage) and prints per stage the wall time, time per unit, peak memory (RSS; CUDA's
+on a GPU) and bytes written and kept; then scales it to the paper's epochs and to all of Table 1
+(configs/grids/table1.yaml), printing the assumptions. Details and results: docs/cost.md.
 """
 
 from __future__ import annotations
@@ -70,11 +66,8 @@ def sentences_of(data: Path, split: str) -> int:
 
 
 def tagger_parts(epochs_to: int, seconds: float, training: dict) -> Optional[dict[str, float]]:
-    """A tagger stage's seconds at ``epochs_to`` epochs from the epochs it measured (``epoch_seconds``), in
-    three parts: ``once`` (loading, the final save, the first epoch's warm-up of CUDA kernels and the
-    allocator), ``train`` (every epoch's training pass at the mean of the later ones: it grows with the
-    training set) and ``dev`` (every epoch's dev scoring and save: it does not).  None with fewer than two
-    epochs measured."""
+    """A tagger stage's seconds at ``epochs_to`` epochs from its measured ones: ``once`` (loading, final save,
+    the first epoch's warm-up), ``train`` (grows with the training set), ``dev`` (does not). None under 2 epochs."""
     epochs = training.get("epoch_seconds") or []
     if len(epochs) < 2:
         return None
@@ -86,13 +79,8 @@ def tagger_parts(epochs_to: int, seconds: float, training: dict) -> Optional[dic
 
 
 def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
-    """One row per stage of the chain: its cost in this run and that cost scaled to the paper's settings.
-
-    A tagger's epoch is its training pass plus one dev scoring pass (and one more
-    at the end).  Where the stage recorded each epoch's seconds, they scale it
-    (:func:`tagger_seconds_at`); else the scoring rate comes from the evaluation
-    stage, so training can be scaled by the training-set size and scoring by the dev size.
-    """
+    """One row per stage: its cost here and scaled to the paper's settings. A tagger scales from its recorded
+    epochs (:func:`tagger_parts`), else from the evaluation stage's scoring rate."""
     paper = load_config(["profile=paper", f"dataset={cfg.dataset}"])
     data, scores = done[layout.DATA], list(done.values())[-1]
     train, dev = sentences_of(data, "train"), sentences_of(data, "dev")
@@ -133,15 +121,9 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
 
 
 def table1_estimate(rows: list[dict], gold: int, dev: int) -> dict:
-    """Table 1's device time from one ACLM setting of ``gold`` training and ``dev`` dev sentences, per method,
-    from ``low`` (S7 trains on gold alone, as S1) to ``high`` (on gold + R x gold generations, all kept).
-
-    A cell's gold size scales what reads its gold sentences: a tagger's training passes, S2 (over gold and
-    dev), S3 to S6 (S4 whole, its fixed dev loss included: overcounted).  A tagger's loading, warm-up and
-    dev scorings do not grow, nor does test scoring, counted per test set the cell is scored on
-    (cross-lingual ones included) at this run's sentences per test set.  ``official_test_sets``: what
-    scoring the official MultiCoNER test sets instead (OFFICIAL_TEST_SENTENCES each) adds, low and high.
-    Baselines cost S6 + S7 + an assumed share of ACLM's S4 + S5 (the method table's ``generation_cost``).
+    """Table 1's device time per method from one ACLM setting, ``low`` (S7 on gold alone) to ``high`` (gold +
+    R x gold, all kept); what scales with gold size: docs/cost.md (S4's fixed dev loss too: overcounted).
+    Baselines: S6 + S7 + an assumed share of S4 + S5. ``official_test_sets``: what the official test sets add.
     """
     cost = {r["stage"]: r for r in rows}
     paper = {name: r["paper_seconds"] for name, r in cost.items()}

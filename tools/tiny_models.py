@@ -1,20 +1,10 @@
-"""Tiny random-weight stand-ins for the pretrained models used by ACLM.
+"""Tiny random-weight stand-ins for the pretrained models used by ACLM (XLM-R, mBART-50, SBERT, GPT-2).
 
-There is no model hub to download from here, yet the pipeline should run end to end
-on CPU in the demo, the tests and CI. The models built here have the same
-architectures, tokenizer classes and special-token conventions as the real
-checkpoints (XLM-RoBERTa, mBART-50, a Sentence-BERT encoder, GPT-2), so the very
-same code paths are exercised; only the sizes differ and the weights are random.
-
-``shape="paper"`` builds the same families at the paper's exact dimensions
-(:data:`PAPER_SHAPE_SPECS`): random weights for measuring compute and memory
-at full size, never for results.  Their tokenizers are as small as the tiny
-ones; the embedding matrices have the real checkpoints' rows all the same.
-
-Each model is saved as an ordinary ``from_pretrained`` folder. Tokenizers are trained
-on local text and weights drawn from a fixed seed, so the same seed and text always
-yield byte-identical folders; a ``manifest.json`` records what was built so that
-unchanged inputs are not rebuilt.
+There is no model hub here, yet the pipeline must run end to end on CPU in the demo, the tests and CI:
+same architectures, tokenizer classes and special-token conventions as the real checkpoints, so the same
+code paths run. ``shape="paper"`` builds the paper's exact dimensions, for measuring compute and memory
+only. Same seed and text give byte-identical ``from_pretrained`` folders; a ``manifest.json`` lets an
+unchanged build be skipped. Details: docs/cost.md.
 """
 
 from __future__ import annotations
@@ -64,10 +54,8 @@ _REQUIRED_CHARS = string.ascii_letters + string.digits + string.punctuation + "Ã
 #: File name of the SentencePiece model inside a tokenizer folder, as on the hub.
 SPM_FILE = "sentencepiece.bpe.model"
 
-# Hyper-parameters of the tiny models. The layer count of XLM-R is kept at 12
-# because the method reads attention maps from layers 8-11. Position tables follow
-# the real checkpoints: RoBERTa reserves two positions (pad offset), so 258 positions
-# give a model_max_length of 256, as 514 gives 512 in xlm-roberta-large.
+# XLM-R keeps 12 layers: the method reads attention from layers 8-11. RoBERTa reserves two positions
+# (pad offset), so 258 give a model_max_length of 256, as 514 give 512 in xlm-roberta-large.
 SPECS: dict[str, dict] = {
     "xlm-roberta": {
         "vocab_size": 2000,
@@ -118,10 +106,8 @@ SPECS: dict[str, dict] = {
 }
 
 
-#: Random-weight models with the dimensions of the paper's checkpoints (``embedding_rows``: the
-#: real vocabulary's rows, of which the small tokenizer uses the first ``vocab_size``).  Trained on
-#: MultiCoNER en's train text (make paper-shape-models), the 8k-piece tokenizer cuts English
-#: words into about as many pieces as the real ones do, so sequence lengths, and costs, match.
+#: The paper's checkpoints' dimensions and embedding rows, over 8k-piece tokenizers: trained on MultiCoNER
+#: en's train text, these cut English words into about as many pieces as the real ones, so costs match.
 PAPER_SHAPE_SPECS: dict[str, dict] = {
     "xlm-roberta": {  # xlm-roberta-large (S1/S7 tagger, S2 attention)
         "vocab_size": 8000, "embedding_rows": 250_002, "model_max_length": 512,
@@ -176,8 +162,7 @@ def collect_text_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def read_sentences(files: Sequence[Path]) -> list[str]:
-    """Training sentences: the tokens of each CoNLL sentence (any layout ``read_conll``
-    knows), or one sentence per non-blank line of any other file."""
+    """The tokens of each CoNLL sentence, or one sentence per non-blank line of any other file."""
     sentences: list[str] = []
     for file in files:
         if file.suffix == ".conll":
@@ -192,13 +177,10 @@ def read_sentences(files: Sequence[Path]) -> list[str]:
 
 
 def train_sentencepiece(sentences: Sequence[str], model_file: Path, vocab_size: int) -> Path:
-    """Train a SentencePiece Unigram model as used by XLM-R and mBART, into ``model_file``.
+    """A SentencePiece Unigram model, as XLM-R's and mBART's; ``vocab_size`` is an upper bound.
 
-    SentencePiece rather than the Unigram trainer of ``tokenizers``, whose result
-    varies from process to process: SentencePiece on one thread gives the same model
-    for the same text, and the fast tokenizer classes then convert it exactly as
-    they converted the real checkpoints (fairseq id offset, NFKC charsmap,
-    Metaspace). ``vocab_size`` is an upper bound: a small text yields fewer pieces."""
+    Not the ``tokenizers`` Unigram trainer, whose result varies by process: SentencePiece on one thread is
+    deterministic, and the fast tokenizer classes convert it as they converted the real checkpoints."""
     model_file.parent.mkdir(parents=True, exist_ok=True)
     with model_file.open("wb") as writer:
         spm.SentencePieceTrainer.train(
@@ -226,8 +208,7 @@ def train_xlm_roberta_tokenizer(
 def train_mbart50_tokenizer(
     sentences: Sequence[str], out_dir: Path, vocab_size: int = 2000, model_max_length: int = 256
 ) -> MBart50TokenizerFast:
-    """mBART-50 tokenizer: the 52 language codes and ``<mask>`` follow the pieces, and
-    inputs read ``[lang_code] X </s>``."""
+    """mBART-50 tokenizer: the 52 language codes and ``<mask>`` follow the pieces; ``[lang_code] X </s>``."""
     model_file = train_sentencepiece(sentences, out_dir / SPM_FILE, vocab_size)
     # The class has no bos_token argument, but facebook/mbart-large-50 ships one ("<s>").
     return MBart50TokenizerFast(vocab_file=str(model_file), bos_token="<s>", model_max_length=model_max_length)
@@ -236,10 +217,8 @@ def train_mbart50_tokenizer(
 def train_gpt2_tokenizer(
     sentences: Sequence[str], vocab_size: int = 2000, model_max_length: int = 256
 ) -> GPT2TokenizerFast:
-    """Byte-level BPE tokenizer with GPT-2's single ``<|endoftext|>`` special token.
-
-    Seeding the trainer with all 256 byte symbols fixes their ids, which makes the
-    merges, and so the tokenizer, the same in every process."""
+    """Byte-level BPE with GPT-2's one special token; seeding all 256 byte symbols fixes their ids, so the
+    merges are the same in every process."""
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -279,10 +258,8 @@ def _special_ids(tokenizer, spec: dict | None = None) -> dict:
 
 
 def build_xlm_roberta(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
-    """Save a tiny ``XLMRobertaForMaskedLM`` and its tokenizer to ``out_dir``.
-
-    Like the hub checkpoint it also carries pooler weights, so ``AutoModel`` (which
-    flair loads) finds every weight instead of initialising the pooler at random."""
+    """An ``XLMRobertaForMaskedLM`` with pooler weights, as the hub's: flair's ``AutoModel`` then finds every
+    weight instead of a random pooler."""
     tokenizer = train_xlm_roberta_tokenizer(sentences, out_dir, spec["vocab_size"], spec["model_max_length"])
     config = XLMRobertaConfig(**_special_ids(tokenizer, spec), **spec["config"])
     torch.manual_seed(seed)
@@ -295,10 +272,7 @@ def build_xlm_roberta(out_dir: Path, sentences: Sequence[str], seed: int, spec: 
 
 
 def build_mbart50(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
-    """Save a tiny ``MBartForConditionalGeneration`` and an ``MBart50TokenizerFast``.
-
-    As in facebook/mbart-large-50, decoding starts from ``</s>`` and the target
-    language code is forced as the first generated token."""
+    """An ``MBartForConditionalGeneration``; as in facebook/mbart-large-50, decoding starts from ``</s>``."""
     tokenizer = train_mbart50_tokenizer(sentences, out_dir, spec["vocab_size"], spec["model_max_length"])
     config = MBartConfig(**_special_ids(tokenizer, spec), decoder_start_token_id=tokenizer.eos_token_id,
                          forced_eos_token_id=tokenizer.eos_token_id, **spec["config"])
@@ -310,9 +284,8 @@ def build_mbart50(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict
 
 
 def build_sbert(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
-    """Save a SentenceTransformer to ``out_dir``: an XLM-R encoder with its own tokenizer and
-    mean pooling, the layout of the multilingual paraphrase SBERTs, and, where the spec has
-    ``dense_features``, distiluse's dense projection after the pooling."""
+    """A SentenceTransformer laid out as the multilingual SBERTs: XLM-R encoder, mean pooling, and distiluse's
+    dense projection where the spec has ``dense_features``."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer
 
@@ -333,7 +306,6 @@ def build_sbert(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) 
 
 
 def build_gpt2(out_dir: Path, sentences: Sequence[str], seed: int, spec: dict) -> dict:
-    """Save a ``GPT2LMHeadModel`` and its byte-level BPE tokenizer."""
     tokenizer = train_gpt2_tokenizer(sentences, spec["vocab_size"], spec["model_max_length"])
     config = GPT2Config(
         vocab_size=_embedding_rows(tokenizer, spec),
@@ -366,8 +338,7 @@ def _display_path(path: Path) -> str:
 
 
 def fingerprint(files: Sequence[Path], seed: int, shape: str = "tiny") -> str:
-    """Hash of everything that determines the output: specs, seed, the text as read (so the reader's code counts
-    too), this module's code (:func:`build_code`), library versions."""
+    """Hash of all that decides the output: specs, seed, the text as read, this module's code, library versions."""
     payload = {
         "specs": SHAPES[shape],
         "seed": seed,
@@ -382,20 +353,18 @@ def fingerprint(files: Sequence[Path], seed: int, shape: str = "tiny") -> str:
 
 
 def build_code() -> dict[str, str]:
-    """This module's digest by syntax tree (comments and docstrings do not count): the code of every build here."""
+    """This module's digest by syntax tree: editing a comment or docstring rebuilds nothing."""
     from aclm.run.provenance import source_digests
 
     return source_digests("tools.tiny_models")
 
 
 def read_manifest(out_dir: str | Path) -> dict | None:
-    """The manifest of a previous build, or ``None`` if there is none."""
     path = Path(out_dir) / MANIFEST_NAME
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def is_up_to_date(out_dir: str | Path, files: Sequence[Path], seed: int, shape: str = "tiny") -> bool:
-    """Whether ``out_dir`` holds a complete build from the same specs, seed and text."""
     manifest = read_manifest(out_dir)
     return (
         manifest is not None
@@ -411,10 +380,8 @@ def build_tiny_models(
     force: bool = False,
     shape: str = "tiny",
 ) -> tuple[dict, bool]:
-    """Build all models of ``shape`` (tiny, or paper: full-size) into ``out_dir``; return ``(manifest, rebuilt)``.
-
-    ``text_paths`` (files or folders) default to the sample data. The build is
-    skipped, and ``rebuilt`` is False, when the manifest shows the same inputs and code."""
+    """Build all models of ``shape`` into ``out_dir`` unless the manifest shows the same inputs and code;
+    return ``(manifest, rebuilt)``."""
     if shape not in SHAPES:
         raise ValueError(f"unknown model shape {shape!r}: one of {sorted(SHAPES)}")
     out_dir = Path(out_dir)

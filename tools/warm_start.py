@@ -1,29 +1,11 @@
-"""A generator warm-started from a pretrained English BERT: encoder, decoder and word embeddings know English.
+"""A generator warm-started from a pretrained English BERT, for the `mini_warm` profile.
 
-The mini mBART (:mod:`tools.pretraining`) starts from random weights and
-learns what English it knows in 15 minutes on two cores; inside ACLM it writes
-word salad around the entities.  The only pretrained weights that install
-offline are all-MiniLM-L6-v2 (BERT, 6 layers x 384, uncased English).  Rothe
-et al. (TACL 2020, "Leveraging Pre-trained Checkpoints for Sequence Generation
-Tasks") build a sequence-to-sequence model from two copies of such a
-checkpoint: the encoder is the BERT, the decoder the same BERT run with a
-causal mask and new cross-attention layers (``EncoderDecoderModel``).  Only the
-cross-attention and the LM head's transform start fresh.
-
-The tokenizer is MiniLM's own (WordPiece, lower-casing, accents stripped)
-with one change: it splits words at whitespace only, not at punctuation, so a
-word of the data (``king's``, ``r&b``) decodes back as the same word; only
-accented letters come back without their accents (0.45% of MultiCoNER en's
-training words).  ``[CLS]`` starts every target (as mBART-50's language code
-does) and ``[SEP]`` ends it; decoding starts from ``[CLS]``.  There are no
-language codes: the pipeline uses them only where a tokenizer has them.
-
-Continued denoising then teaches the decoder to write whole sentences from
-masked ones, on the same text and with the same objective as the mini mBART
-(mBART's text infilling: spans of Poisson(3.5) words, 35% of each sentence,
-each span one ``[MASK]``).  That objective, not BART's token masking or
-deletion, because S4's templates are exactly its shape: kept words around
-spans replaced by a single mask.  See :data:`SPEC`.
+The mini mBART (:mod:`tools.pretraining`) starts from random weights and writes word salad inside ACLM;
+all-MiniLM-L6-v2 is the only pretrained checkpoint that installs offline. Following Rothe et al. (TACL
+2020), two copies of it make an ``EncoderDecoderModel`` (the decoder causal, with fresh cross-attention),
+then continued denoising on the mini mBART's text and objective: S4's templates have exactly its shape.
+The tokenizer splits at whitespace only, so a word of the data decodes back as itself; ``[CLS]`` starts a
+target and decoding, and there are no language codes. Details and figures: docs/mini-profile.md.
 """
 
 from __future__ import annotations
@@ -82,11 +64,8 @@ def warm_tokenizer(spec: dict = SPEC) -> PreTrainedTokenizerFast:
 
 
 def warm_model(tokenizer: PreTrainedTokenizerFast, spec: dict, seed: int) -> EncoderDecoderModel:
-    """Two copies of the base BERT joined with fresh cross-attention (drawn from ``seed``).
-
-    Pretraining runs without dropout (as the mini mBART's does); the config
-    keeps BERT's 0.1, which fine-tuning (S4, MulDA) then uses.
-    """
+    """Two copies of the base BERT joined with fresh cross-attention (drawn from ``seed``). Pretraining runs
+    without dropout; the config keeps BERT's 0.1 for fine-tuning (S4, MulDA)."""
     torch.manual_seed(seed)
     base = model_path(spec["base"])
     model = EncoderDecoderModel.from_encoder_decoder_pretrained(base, base)

@@ -1,12 +1,6 @@
-"""What every augmentation method receives and returns.
+"""What every augmentation method receives (``Gold``) and returns (``generations.jsonl`` rows, as S5's).
 
-A method gets a ``Gold`` (the setting's gold data and a scratch folder) and
-returns rows for ``generations.jsonl``, one :class:`GenerationRow` per
-candidate it screened or kept; a row it keeps is built by ``kept_row``.
-ACLM's S5 writes the same rows.  A leaf module, so the methods
-(``baselines/``, ``melm/``), the method's steps and the stages that run them
-can all import it.
-"""
+A leaf module, so methods, steps and stages can all import it."""
 
 from __future__ import annotations
 

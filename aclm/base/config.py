@@ -1,16 +1,7 @@
-"""Typed, composable run configuration.
+"""Typed, composable run configuration: the schema of the YAML profiles (docs/configuration.md).
 
-The values live in YAML (``configs/profiles/paper.yaml`` is the base profile; other
-profiles name it under ``inherits``; ``configs/methods/<name>.yaml``, where a method
-has one, adds its settings); this module declares their types and, once for every
-key, what it means, which values it takes and its bound (:func:`key`): the scripts'
-``--help`` and the checks read them from here.  Command-line ``key=value``
-overrides are merged last, e.g.::
-
-    python scripts/ner.py profile=tiny dataset=multiconer/en gold=100 ner.epochs=3
-
-Unknown keys, wrong types and values outside a key's choices or bound fail on
-load with the offending key named.
+Every key's meaning, choices and bound are declared once here (:func:`key`), for ``--help`` and the
+checks. Unknown keys, wrong types and out-of-bound values fail on load, naming the key.
 """
 
 from __future__ import annotations
@@ -29,16 +20,14 @@ from aclm.base.paths import CONFIG_DIR, PROJECT_ROOT
 from aclm.base.registry import METHODS
 
 
-#: A key's bound: whether a value is allowed, and why not and what to give instead (on load, a value out of
-#: bounds fails as ``<key>=<value>: <why>``): it rules out values that would make a run do nothing, silently run
-#: another method, or fail once it has begun.
+#: A key's bound: (allowed?, why not and what to give instead), failing as ``<key>=<value>: <why>``; it rules
+#: out values that would do nothing, silently run another method, or fail mid-run.
 Check = tuple[Callable[[Any], bool], str]
 
 
 def key(meaning: str, *, choices: tuple = (), default: Any = MISSING, factory: Optional[Callable] = None,
         check: Optional[Check] = None) -> Any:
-    """A config key: its meaning, allowed values and bound live here, the one place ``--help``, the checks
-    and the docs read them from."""
+    """A config key with its meaning, choices and bound: the one place ``--help`` and the checks read."""
     metadata = {"help": meaning, "choices": choices, "check": check}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
@@ -54,7 +43,7 @@ def at_least_1(value: Any) -> bool:
 
 
 def flair_layers(spec: str) -> bool:
-    """Whether flair reads ``ner.layers``: ``all``, or layer indices joined by commas (each read with ``int``)."""
+    """Whether flair can read ``ner.layers``: ``all`` or comma-joined ints."""
     try:
         return spec == "all" or bool([int(part) for part in spec.split(",")])
     except ValueError:
@@ -434,9 +423,8 @@ def _load_yaml(path: Path) -> DictConfig:
 
 
 def _check_file(node: DictConfig, path: Path, chosen: dict[str, str]) -> None:
-    """A file may repeat the command line's ``profile`` and ``method`` (a ``--print-config`` dump does), not
-    change them: they choose the files read, this one among them, so a value of its own would be dropped.
-    Its ``method_overrides`` name methods: a misspelt one would apply to no run."""
+    """A file may repeat ``profile`` and ``method`` but not change them (they choose the files read, so its
+    value would be dropped); a misspelt ``method_overrides`` name would apply to no run."""
     for name, value in chosen.items():
         if name in node and node[name] != value:
             raise ConfigError(f"{path}: {name}: {node[name]} is read from the command line only (it chooses the "
@@ -448,8 +436,7 @@ def _check_file(node: DictConfig, path: Path, chosen: dict[str, str]) -> None:
 
 
 def read_config_file(name: str, chosen: Optional[dict[str, str]] = None) -> DictConfig:
-    """A ``--config`` file as :func:`load_config` merges it, after the files it inherits; ``chosen``: the command
-    line's profile and method, which the files may repeat but not change."""
+    """A ``--config`` file merged after the files it inherits."""
     return _load_yaml_chain(_resolve_config_file(name), chosen or {})
 
 
@@ -506,15 +493,13 @@ def load_config(overrides: list[str] | None = None, config_files: list[str] | No
 
 
 def merge_error(err: Exception, source: str) -> str:
-    """omegaconf's complaint about a value of ``source`` in one line: where, which key, what is wrong (and for a
-    misspelt key, omegaconf's guess)."""
+    """omegaconf's complaint about ``source`` in one line: where, which key, what is wrong."""
     key = getattr(err, "full_key", None)
     return f"{source}: {key + ': ' if key else ''}{str(err).splitlines()[0]}"
 
 
 def whole_folder(cfg: DictConfig) -> None:
-    """A dataset folder is the user's own data: all of it trains unless ``gold=`` asks for a sample
-    (a profile's ``gold: 100`` is the paper's low-resource protocol for the registered benchmarks)."""
+    """A dataset folder trains whole unless ``gold=`` asks (a profile's ``gold`` is for the benchmarks)."""
     from aclm.base.datasets import registry
 
     if cfg.dataset not in registry():
@@ -522,15 +507,13 @@ def whole_folder(cfg: DictConfig) -> None:
 
 
 def read_off(cfg: DictConfig) -> None:
-    """YAML and the command line read a bare ``off`` as false (``generation.constrained=off``): where ``off``
-    is one of a key's choices, false means ``off``."""
+    """YAML reads a bare ``off`` as false: where ``off`` is a choice, false means ``off``."""
     for key, allowed in CHOICES.items():
         if "off" in allowed and OmegaConf.select(cfg, key) == "False":
             OmegaConf.update(cfg, key, "off")
 
 
-#: Values degenerate only beside another key's: (key, whether the combination is degenerate, why and what to
-#: give, formatted with the config as ``c``).
+#: Values degenerate only beside another key's: (key, degenerate?, why, formatted with the config as ``c``).
 COMBINATIONS: tuple[tuple[str, Callable[[DictConfig], bool], str], ...] = (
     ("ner.min_lr", lambda c: c.ner.schedule == "anneal" and c.ner.min_lr > c.ner.lr,
      "is above ner.lr={c.ner.lr}: annealing would stop the tagger after its first epoch; give a floor below ner.lr"),
@@ -549,8 +532,7 @@ COMBINATIONS: tuple[tuple[str, Callable[[DictConfig], bool], str], ...] = (
 
 
 def degenerate_values(cfg: DictConfig) -> str | None:
-    """The first key whose value would make the run do nothing or silently another method, as a one-line
-    message, or None."""
+    """A one-line message for the first degenerate key (see :data:`Check`), or None."""
     for key, (allowed, why) in CHECKS.items():
         value = OmegaConf.select(cfg, key)
         if not allowed(value):

@@ -1,10 +1,7 @@
 """Tagged sentences and the CoNLL-like files they live in.
 
-Every stage reads and writes the same plain format (``token<TAB>tag``, a blank
-line between sentences), so any artifact can be opened, diffed and fed to any
-other tool.  The reader also accepts the other layouts found in the data we
-use, and refuses malformed input with the file and line at fault rather than
-silently dropping it.
+Every stage writes plain ``token<TAB>tag`` so any artifact can be diffed or fed to other tools. The
+reader accepts the other layouts in our data and refuses malformed input with its file and line.
 """
 
 from __future__ import annotations
@@ -64,12 +61,8 @@ def bio_spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:
 
 
 def normalise_tags(tags: Sequence[str]) -> list[str]:
-    """Upper-case the BIO prefix and turn an entity-opening ``I-X`` into ``B-X``.
-
-    The entity type keeps its case (``B-Disease`` stays) unless the whole tag
-    is lower-case (``b-per`` becomes ``B-PER``), so a dataset's label set stays
-    consistent with itself and with its paper's tables.
-    """
+    """Upper-case the BIO prefix and make an entity-opening ``I-X`` ``B-X``; the type keeps its case
+    (``B-Disease``) unless the whole tag is lower-case (``b-per`` -> ``B-PER``)."""
     out: list[str] = []
     for tag in tags:
         if tag.upper() == "O":
@@ -85,13 +78,8 @@ def normalise_tags(tags: Sequence[str]) -> list[str]:
 
 def tagged_sentence(tokens: Sequence[str], raw_tags: Sequence[str], path: Path | str,
                     lines: Sequence[int]) -> TaggedSentence:
-    """A sentence read from ``path`` (its words on ``lines``), tags normalised (:func:`normalise_tags`).
-
-    Its ``meta`` says where it starts and which tags the normalisation
-    rewrote, as (position, line, tag as written): a lower-case tag, or an
-    ``I-`` opening an entity (IOB1).  The data check reports them; strict
-    scoring restores them (:func:`tags_as_written`).
-    """
+    """A sentence read from ``path``, tags normalised; ``meta`` records its source and each rewritten tag
+    as (position, line, tag as written), for the data check and strict scoring (:func:`tags_as_written`)."""
     normalised = normalise_tags(raw_tags)
     meta: dict = {"source": f"{path}:{lines[0]}"}
     rewritten = [(i, n, raw) for i, (n, raw, new) in enumerate(zip(lines, raw_tags, normalised)) if raw != new]
@@ -101,8 +89,7 @@ def tagged_sentence(tokens: Sequence[str], raw_tags: Sequence[str], path: Path |
 
 
 def token_source(sentence: TaggedSentence, position: int) -> str:
-    """Where token ``position`` of a sentence is: ``path:line`` for one read from a file (its token lines follow
-    one another from the line its source names); a sentence from elsewhere (a hub dataset) gives its source."""
+    """``path:line`` of token ``position``; a sentence not read from a file gives its source."""
     source = sentence.meta.get("source", "?")
     path, _, line = source.rpartition(":")
     if source.startswith("hf:") or not line.isdigit():
@@ -167,12 +154,8 @@ def _counts_from(column: Sequence[str], base: int) -> bool:
 
 
 def _three_columns(path: Path, start: int, first: list[list[str]]) -> str:
-    """``index token tag`` when the first column counts the words from 0 (CoNLL-2003 as WikiNEuRal ships it)
-    or from 1 (CoNLL-U's IDs), else ``token offset tag``.
-
-    A first column counting from 1 beside a second of whole numbers fits both (words ``1 2 3`` at character
-    offsets ``0 2 4``), so that is an error rather than a guess.
-    """
+    """``index token tag`` when the first column counts words from 0 (WikiNEuRal's CoNLL-2003) or 1
+    (CoNLL-U), else ``token offset tag``; counting from 1 beside whole numbers fits both: an error."""
     ids, second = [cols[0] for cols in first], [cols[1] for cols in first]
     if _counts_from(ids, 0):
         return "index_token_tag"
@@ -200,11 +183,7 @@ def _line_at(data: bytes, offset: int) -> int:
 
 
 def read_text_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file (a leading BOM dropped, lines ending in ``\\n`` or ``\\r\\n``).
-
-    Text in another encoding (Latin-1, UTF-16...) and binary data fail with the
-    file and line at fault rather than a bare ``UnicodeDecodeError``.
-    """
+    """The lines of a UTF-8 text file (BOM dropped); other encodings fail with the file and line at fault."""
     data = path.read_bytes()
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise DataError(f"{path}: starts with a UTF-16 byte-order mark; convert the file to UTF-8")
@@ -224,16 +203,8 @@ def read_text_lines(path: Path) -> list[str]:
 
 def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = None,
                allow_empty: bool = False) -> list[TaggedSentence]:
-    """Read sentences from any supported layout, normalising the tags.
-
-    Skipped on purpose: ``-DOCSTART-`` lines and MultiCoNER's ``# id`` lines.
-    Everything else that is not a well-formed token line is an error, empty
-    tokens included unless ``empty_token`` names a stand-in (each use is logged
-    with its file and line).  So is a file that is not UTF-8, and one with no
-    sentence at all (empty, or only ``-DOCSTART-`` lines) unless ``allow_empty``
-    says that no sentences is a valid content (e.g. an augmentation that kept
-    nothing).
-    """
+    """Read sentences from any supported layout, normalising the tags.  Only ``-DOCSTART-`` and ``# id``
+    lines are skipped: any other malformed line, an empty token or an empty file is an error."""
     path = Path(path)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
@@ -292,20 +263,14 @@ _LONE_COMBINING_DOT = "\u0307"
 
 
 def _comma_pieces(token: str) -> list[str]:
-    """``umfasst,`` -> ``["umfasst", ","]``: the token cut before and after every comma, empty pieces
-    (and lone combining dots) dropped."""
+    """``umfasst,`` -> ``["umfasst", ","]``; empty pieces and lone combining dots dropped."""
     pieces = re.split(r"(,)", token)
     return [piece for piece in pieces if piece and piece != _LONE_COMBINING_DOT]
 
 
 def split_at_commas(sentence: TaggedSentence) -> TaggedSentence:
-    """The sentence as the released S2 reader sees it: every token split at its commas.
-
-    The first piece keeps the token's tag; the later pieces of an entity token
-    continue it as ``I-`` (``mary,`` B-PER -> ``mary`` B-PER, ``,`` I-PER),
-    those of an ``O`` token are ``O``.  Splitting makes a generator's template
-    and target hold commas as words of their own.
-    """
+    """The sentence as the released S2 reader sees it, tokens split at commas; later pieces of an entity
+    token continue it as ``I-`` (``mary,`` B-PER -> ``mary`` B-PER, ``,`` I-PER)."""
     tokens: list[str] = []
     tags: list[str] = []
     for token, tag in zip(sentence.tokens, sentence.tags):
@@ -332,11 +297,7 @@ def entity_types(sentences: Iterable[TaggedSentence]) -> set[str]:
 
 
 def check_label_sets(splits: dict[str, Sequence[TaggedSentence]], reference: str = "train") -> list[str]:
-    """Fail when a split has entity types the reference split never shows.
-
-    Those types could never be predicted, so every such run would be silently
-    wrong.  Returns the sorted label set of the reference split.
-    """
+    """The reference split's sorted label set; another split's unseen types (never predictable) fail."""
     known = entity_types(splits[reference])
     for name, sentences in splits.items():
         unseen = entity_types(sentences) - known

@@ -1,21 +1,8 @@
-"""The dataset registry: names such as ``multiconer/en`` mapped to local files.
+"""The dataset registry: names such as ``multiconer/en`` (``configs/datasets.yaml``) mapped to local files.
 
-Entries live in ``configs/datasets.yaml``.  Files are read from the data
-directory (config ``data_dir``, default ``$ACLM_DATA_DIR``).  An entry with
-``hf`` coordinates can have its files written there from the Hugging Face hub
-(:func:`fetch_from_hub`, ``scripts/fetch_data.py``), the only code path in the
-project that needs a network: runs read files only, which the stages hash by
-content, so a dataset updated on the hub can never stand behind a cached result.
-
-A name the registry does not know may be a folder (absolute, or relative to
-the working directory or the project root) that holds the splits as
-``train``, ``dev`` (or ``val``, ``valid``, ``validation``) and ``test``, each
-``.conll``, ``.conllu``, ``.tsv`` or ``.txt`` (:data:`FOLDER_SPLITS`,
-:data:`FOLDER_EXTENSIONS`).  Its entry is built on the fly: columns detected
-by the reader (``format: auto``), dev carved out of train when absent, and
-the language given by the run's ``language=`` or else detected from the
-training text (:func:`detect_language`, logged with its evidence).  Its runs
-live under ``local/<folder>-<hash>`` (:attr:`DatasetSpec.run_name`).
+:func:`fetch_from_hub` is the only code path that needs a network: runs read files only, hashed by
+content, so a dataset updated on the hub never stands behind a cached result. An unknown name may be a
+dataset folder, whose entry is built on the fly (docs/configuration.md, "Datasets and methods of your own").
 """
 
 from __future__ import annotations
@@ -93,8 +80,7 @@ def registry(path: str | Path = CONFIG_DIR / "datasets.yaml") -> dict[str, Datas
 
 
 def get_spec(name: str, language: str | None = None) -> DatasetSpec:
-    """The registry's entry for ``name``, or the entry of the dataset folder it names, in ``language`` (a
-    config's ``language=``; None: detected from its text).  A registered dataset keeps its own language."""
+    """The registry's entry for ``name``, or its dataset folder's (``language`` None: detected)."""
     specs = registry()
     if name in specs:
         return specs[name]
@@ -105,8 +91,8 @@ def get_spec(name: str, language: str | None = None) -> DatasetSpec:
 
 
 def run_spec(cfg, name: str | None = None) -> DatasetSpec:
-    """The entry of dataset ``name`` (None: the run's own) as a run reads it: its own dataset in the language
-    its config gives a folder, and a DataError asking for ``language=`` when neither that nor the text tells."""
+    """Dataset ``name``'s entry (None: the run's own, in its config's ``language``); a DataError asking for
+    ``language=`` when neither config nor text tells."""
     if name is not None and name != cfg.dataset:
         return get_spec(name)
     spec = get_spec(cfg.dataset, OmegaConf.select(cfg, "language"))   # a stage's view holds it only when set
@@ -116,7 +102,7 @@ def run_spec(cfg, name: str | None = None) -> DatasetSpec:
 
 
 def dataset_error(name: str) -> str | None:
-    """Why ``name`` names no usable dataset, or None when it does (a clear message for the user)."""
+    """Why ``name`` names no usable dataset (a message for the user), or None."""
     specs = registry()
     if name in specs:
         return None
@@ -173,8 +159,8 @@ def local_run_name(folder: Path) -> str:
 
 
 def run_name(name: str) -> str:
-    """A dataset's directory in the run tree, without reading its files: the registered name, else
-    ``local/<folder>-<hash>`` for a folder (an absolute or ``..`` path must never be joined to the run dir)."""
+    """A dataset's run-tree directory, without reading files; a folder gets ``local/<folder>-<hash>``
+    (an absolute or ``..`` path must never be joined to the run dir)."""
     specs = registry()
     if name in specs:
         return specs[name].run_name
@@ -183,8 +169,7 @@ def run_name(name: str) -> str:
 
 
 def language_error(name: str, language: str | None) -> str | None:
-    """Why a config's ``language`` cannot go with dataset ``name`` (None: it can): it is no ISO 639 code, or
-    the dataset is registered in another language (``language=`` is for dataset folders)."""
+    """Why ``language`` cannot go with dataset ``name`` (not ISO 639, or registered otherwise), or None."""
     if language is not None and not re.fullmatch(r"[a-z]{2,3}", language):
         return f"language={language!r}: give an ISO 639-1 code such as en, de, zh"
     specs = registry()
@@ -213,13 +198,8 @@ def folder_spec(name: str, folder: Path, language: str | None = None) -> Dataset
 
 
 def detect_language(path: Path, max_words: int = 20_000) -> str:
-    """The language whose stop words (``stopwordsiso``) make up the largest share of the file's words.
-
-    Words are the tokens with a letter (punctuation and numbers say nothing),
-    lower-cased, the first ``max_words`` of the file.  The choice and the
-    runner-up shares are logged; text with (almost) no stop words of any
-    language is an error asking for ``language=``.
-    """
+    """The language whose ``stopwordsiso`` list covers the largest share of the file's words (tokens with a
+    letter, lower-cased); under 1% for every language is an error asking for ``language=``."""
     import stopwordsiso
 
     words: Counter = Counter()
@@ -243,8 +223,7 @@ def detect_language(path: Path, max_words: int = 20_000) -> str:
     return best
 
 
-#: The published data's digests (``sha256sum`` format, paths as the registry writes them): the files the
-#: project's numbers were made from.
+#: Digests of the published data the project's numbers were made from (``sha256sum`` format).
 PINS = CONFIG_DIR / "data.sha256"
 
 
@@ -255,12 +234,9 @@ def pins() -> dict[str, str]:
 
 
 def data_variant(name: str, data_dir: str | Path | None) -> str:
-    """``""`` when no training file of registered dataset ``name`` (train, dev and the released samples; a
-    union's: its members') differs from the published one pinned in ``configs/data.sha256``; else
-    ``data-<8 hex>`` of their contents: the runs of a copy that differs go to a dataset folder of their own
-    (``multiconer/en+data-1a2b3c4d/``), beside the published data's, never over them.  A file the pins do not
-    hold (a dataset of your own) never counts as differing.  Test sets are not among them: an edited test set
-    re-scores in place, and ``result.json`` records which test set it scored on."""
+    """``""`` when ``name``'s training files (train, dev, samples) match :data:`PINS` (unpinned files count
+    as matching), else ``data-<8 hex>`` so a differing copy runs beside the published data, never over it.
+    Test sets are left out: an edited one re-scores in place (docs/reproducing.md, "Data by content")."""
     specs = registry()
     if name not in specs:
         return ""
@@ -280,7 +256,7 @@ def resolve_data_dir(data_dir: str | Path | None) -> Path:
 
 
 def require_split(name: str, split: str) -> str:
-    """The file of a split a run cannot do without (``test``: runs are scored on it), or a clear DataError."""
+    """The file of a split a run needs (``test``: runs are scored on it), or a clear DataError."""
     rel = getattr(get_spec(name), split)
     if rel is not None:
         return rel
@@ -291,12 +267,8 @@ def require_split(name: str, split: str) -> str:
 
 
 def load_split(name: str, split: str, data_dir: str | Path | None = None) -> list[TaggedSentence] | None:
-    """Sentences of one split, or None when the entry has no such split.
-
-    A dataset folder without a test file is an error (the runs are scored on
-    it) that says which file names it looked for; one without dev gives None
-    (carved out of train).
-    """
+    """Sentences of one split, or None when the entry has none (a folder's dev is then carved out of
+    train); a folder without a test file is an error."""
     spec = get_spec(name)
     if split == "test" and name not in registry():
         require_split(name, "test")
@@ -323,12 +295,7 @@ HUB_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
 
 def fetch_from_hub(name: str, data_dir: str | Path | None = None, force: bool = False) -> dict[str, int | None]:
-    """Write the files of registry entry ``name`` (each member of a union) that the data folder lacks from its
-    ``hf`` coordinates, at the paths the entry names: split -> sentences written (None: there already).
-
-    The files are ``token<TAB>tag`` lines, tags normalised as a local file's are; ``force`` writes them again.
-    A file that is missing where the entry names no hub dataset is an error saying where to get it.
-    """
+    """Write the files entry ``name`` lacks from its ``hf`` coordinates: split -> sentences written (None: there)."""
     from aclm.base.data import write_conll
 
     spec = get_spec(name)

@@ -1,8 +1,7 @@
 """Atomic file writes and content hashes.
 
-A run can be killed at any moment; every artifact is therefore written to a
-temporary name in the same directory and renamed into place, so a file that
-exists is a file that is complete.
+A run can be killed at any moment, so every artifact is written to a temporary name and renamed into
+place: a file that exists is complete.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ def _umask() -> int:
 
 
 def user_mode(directory: bool) -> int:
-    """The permissions an ordinary ``open`` or ``mkdir`` would give: ``tempfile`` makes its files and
-    folders private (0600, 0700), so a research group sharing a disk could not read each other's runs."""
+    """The mode a plain ``open``/``mkdir`` would give: ``tempfile``'s private 0600/0700 would hide runs
+    from a group sharing a disk."""
     return (0o777 if directory else 0o666) & ~_umask()
 
 
@@ -61,8 +60,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
 
 
 def split_lines(text: str) -> list[str]:
-    """``text`` cut at ``\\n`` (and ``\\r\\n``) only: ``str.splitlines`` also cuts at U+2028, U+0085, form feeds
-    and others, which a CoNLL token or a JSON string (``write_jsonl`` keeps them as they are) may hold."""
+    """``text`` cut at ``\\n`` (and ``\\r\\n``) only: ``str.splitlines`` also cuts at U+2028, U+0085 etc.,
+    which a CoNLL token or a JSON string may hold."""
     lines = text.split("\n")
     if lines[-1] == "":     # the last line's own end
         lines.pop()
@@ -113,11 +112,8 @@ def _digest_store() -> Path:
 
 
 def file_digest(path: Path) -> str:
-    """The sha256 of a file's bytes, hashed once per version of it: the digest is kept (in this process; a large
-    file's also on disk) under the file's device, inode, size, modification and change times.  The change time
-    moves with every write and cannot be set back by hand, so bytes swapped under a kept modification time are
-    hashed again; a file changed in the last two seconds is hashed at every look, since a second write within
-    one tick of the file system's clock would keep its times."""
+    """sha256 of a file, cached (large files also on disk) by device, inode, size, mtime and ctime (which
+    cannot be set back by hand); a file changed in the last 2 s is rehashed (one clock tick keeps times)."""
     st = os.stat(path)
     settled = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > 2 * 10**9
     key = f"{st.st_dev}-{st.st_ino}-{st.st_size}-{st.st_mtime_ns}-{st.st_ctime_ns}"

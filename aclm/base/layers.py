@@ -1,21 +1,17 @@
-"""Which encoder layers' attention S2 reads (``keywords.layers``), and the selections that read it.
+"""Which encoder layers' attention S2 reads (``keywords.layers``).
 
-Read when the config loads (a malformed spec fails before S1 trains), by the data check (the spec against
-the encoder) and by S2 (which knows how many layers there are).
-"""
+Parsed at config load, so a malformed spec fails before S1 trains."""
 
 from __future__ import annotations
 
-#: The ``keywords.selection`` modes that read S1's attention (S2 runs the tagger for them; the data check holds
-#: ``keywords.layers`` to its encoder).
+#: The ``keywords.selection`` modes that read S1's attention.
 NEEDS_ATTENTION = ("attention", "random")
 #: ``keywords.layers``'s names, as (first, last) layer; a negative one counts from the end.
 NAMED_LAYERS = {"last1": (-1, -1), "last4": (-4, -1), "all": (0, -1)}
 
 
 def layer_span(spec: str) -> tuple[int, int]:
-    """``keywords.layers`` as its (first, last) layer, a negative one counted from the end: read on load, so
-    that a malformed spec fails before S1 trains, and by S2, which knows how many layers there are."""
+    """``keywords.layers`` as (first, last), negative counted from the end."""
     if spec in NAMED_LAYERS:
         return NAMED_LAYERS[spec]
     try:
@@ -28,8 +24,7 @@ def layer_span(spec: str) -> tuple[int, int]:
 
 
 def layer_indices(spec: str, num_layers: int) -> list[int]:
-    """The layers ``keywords.layers`` names (:func:`layer_span`) in a model of ``num_layers``: S2 reads them,
-    and the data check holds the spec to the encoder before S1 trains."""
+    """The layer indices ``keywords.layers`` names in a model of ``num_layers``."""
     first, last = (i + num_layers if i < 0 else i for i in layer_span(spec))
     if not 0 <= first <= last < num_layers:
         raise ValueError(f"keywords.layers={spec!r} does not fit a model with {num_layers} layers")

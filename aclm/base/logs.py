@@ -1,7 +1,4 @@
-"""Where log lines go: the terminal with a time stamp, a run's log file; libraries' noise silenced.
-
-Nothing here changes what a stage computes: no stage's code identity holds it (:mod:`aclm.engine.code`).
-"""
+"""Log lines to the terminal and a run's log file, libraries' noise silenced (in no stage's code identity)."""
 
 from __future__ import annotations
 

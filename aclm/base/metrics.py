@@ -1,9 +1,7 @@
-"""Span-level NER scores with seqeval (conlleval semantics).
+"""Span-level NER scores with seqeval.
 
-seqeval's default mode is conlleval's: an ``I-X`` after ``O`` opens an entity,
-and an entity counts only when its type and both boundaries match.  With
-``strict`` (seqeval's strict mode, IOB2 scheme) an entity must also be well
-formed: a predicted ``I-X`` that opens nothing is no entity.
+Default mode is conlleval's (an ``I-X`` after ``O`` opens an entity); ``strict`` (IOB2) counts
+only well-formed entities.
 """
 
 from __future__ import annotations

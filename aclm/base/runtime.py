@@ -1,7 +1,6 @@
-"""Seeds, devices, the error a user can act on, step timings, and the library versions a run records.
+"""Seeds, devices, the user-facing error, step timings and recorded library versions.
 
-torch is imported where a function needs it: the scripts' ``--help`` and a
-chain's planning load this module without a training library.
+torch is imported lazily: ``--help`` and chain planning load this module without a training library.
 """
 
 from __future__ import annotations
@@ -26,15 +25,14 @@ _LIBRARIES = ("torch", "transformers", "flair", "sentence-transformers", "seqeva
 
 
 def cpu_threads() -> int | None:
-    """The intra-op threads torch computes with on the CPU (None: torch not loaded).  A sum splits by the count,
-    so its last bits can differ with it: a stage records it beside its time, as it does its device."""
+    """torch's CPU intra-op threads (None: torch not loaded); recorded by a stage, since sums split by
+    this count and their last bits can differ with it."""
     torch = sys.modules.get("torch")
     return torch.get_num_threads() if torch is not None else None
 
 
 class RunError(RuntimeError):
-    """A run failed for a reason its user can act on (a tagger that learned nothing, a folder in use):
-    the scripts print it as one line, not a traceback."""
+    """A failure the user can act on: the scripts print it as one line, not a traceback."""
 
 
 def seed_everything(seed: int) -> None:
@@ -47,8 +45,7 @@ def seed_everything(seed: int) -> None:
 
 
 def select_device(name: str = "auto"):
-    """Resolve ``auto`` to a ``torch.device`` and, on a GPU, allow TF32 matmuls (no effect on our results'
-    precision needs)."""
+    """Resolve ``auto`` to a ``torch.device``; on a GPU allow TF32 (precise enough for our results)."""
     import torch
 
     if name == "auto":

@@ -1,19 +1,12 @@
-"""SIGINT and SIGTERM stop a run where it is, and a library that swallows one cannot lose it.
-
-Nothing here changes what a stage computes: no stage's code identity holds it (:mod:`aclm.engine.code`).
-"""
+"""SIGINT and SIGTERM stop a run where it is, even if a library swallows them (in no stage's code identity)."""
 
 from __future__ import annotations
 
 import signal
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived: the run stops, exit status 128 + the signal's number (130, 143).
-
-    A ``BaseException`` that is not a ``KeyboardInterrupt``: flair's trainer
-    catches ``KeyboardInterrupt`` and carries on as if training had ended, and
-    ``except Exception`` in any library lets this one pass.
-    """
+    """SIGINT or SIGTERM arrived: exit status 128 + signal number.  Not a ``KeyboardInterrupt``, which
+    flair's trainer catches and carries on; ``except Exception`` lets it pass."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -33,14 +26,8 @@ def _on_signal(signum: int, frame) -> None:
 
 
 def handle_signals() -> None:
-    """Record SIGINT and SIGTERM and raise :class:`Interrupted` where the program is.
-
-    Raised, it unwinds every ``finally`` (a stage's scratch folder is removed);
-    recorded, it cannot be lost: an exception raised inside a library's
-    ``__del__`` or teardown is printed and dropped by Python ("Exception ignored
-    in ..."), so :func:`check_interrupted` raises it again at the next safe point
-    (before a stage is stamped, between stages, at exit).
-    """
+    """Record SIGINT/SIGTERM and raise :class:`Interrupted`; recorded because Python drops exceptions raised
+    in a ``__del__`` or teardown, so :func:`check_interrupted` re-raises at the next safe point."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _on_signal)
 
@@ -52,5 +39,5 @@ def check_interrupted() -> None:
 
 
 def forget_signals() -> None:
-    """Clear what :func:`handle_signals` recorded (a process that handles one run after another: tests)."""
+    """Clear recorded signals (tests run one run after another in a process)."""
     _received.clear()

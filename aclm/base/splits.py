@@ -1,7 +1,6 @@
-"""Low-resource samples by iterative stratified sampling (scikit-multilearn).
+"""Low-resource samples by iterative stratified sampling (scikit-multilearn), SPEC §1.
 
-Each sentence's multi-label target is the set of entity types it contains,
-so a 100-sentence sample keeps the type mix of the full training set.
+Each sentence's target is its set of entity types, so a sample keeps the full set's type mix.
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ def stratified_indices(sentences: list[TaggedSentence], size: int, seed: int) ->
                          f"all {n} (all of them: gold=full)")
     types = sorted(entity_types(sentences))
     y = label_matrix(sentences, types)
-    # scikit-multilearn 0.2 ignores random_state and, on real data, rarely reaches the ties
-    # it breaks with numpy's global generator: the draw depends on the order of the rows.
-    # So the seed shuffles the rows (and seeds that generator, for the ties).
+    # scikit-multilearn 0.2 ignores random_state; its draw depends on row order (ties use numpy's
+    # global generator), so the seed shuffles the rows and seeds that generator.
     order = np.random.RandomState(seed).permutation(n)
     np.random.seed(seed)
     share = size / n

@@ -1,13 +1,6 @@
-"""TensorBoard event files for every model a stage trains, behind one switch (``tensorboard=auto|on|off``).
+"""TensorBoard event files for every model a stage trains (``tensorboard=auto|on|off``).
 
-The stage machinery opens :func:`logging_into` around a build, with a folder
-inside the stage's output; a training loop asks :func:`folder` where its
-events go (``None``: not logged) and writes them with its library's own
-writer: flair's ``TensorboardLogger`` plugin, the HF Trainer's
-``TensorBoardCallback``, torch's ``SummaryWriter``.  The switch is in no
-stage's fingerprint and the event files in no stage's listing: they show how
-training went, they are not what it made.  ``tensorboard --logdir runs/``
-finds them all.
+In no fingerprint: they show how training went, not what it made (docs/reproducing.md, "TensorBoard").
 """
 
 from __future__ import annotations
@@ -30,7 +23,7 @@ def installed() -> bool:
 
 
 def enabled(mode: str) -> bool:
-    """Whether ``mode`` logs here; ``on`` without the package is an error, said before any training."""
+    """Whether ``mode`` logs; ``on`` without the package fails before any training."""
     if mode == "on" and not installed():
         raise RunError("tensorboard=on, but the tensorboard package is not installed "
                        "(pip install tensorboard, or tensorboard=off)")

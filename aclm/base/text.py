@@ -1,14 +1,8 @@
-"""Words as the generators' tokenizers read them, so that checks on generated text agree with the model.
+"""Words as the generators' tokenizers normalise them (SentencePiece ``nmt_nfkc``), for copy checks.
 
-mBART-50's and XLM-R's tokenizers normalise their input (SentencePiece's ``nmt_nfkc``): NFKC folds
-full-width punctuation to ASCII (``，`` -> ``,``), ``№`` to ``No``, ``km²`` to ``km2``, ``…`` to ``...``;
-zero-width and replacement characters become spaces; most control characters go.  A generation decodes to
-the normalised text, so a perfect copy of a Chinese sentence comes back with other characters: compared
-as written, about half of them pass as new (issue 46).  :func:`normal_form` is that normalisation, written
-with :mod:`unicodedata` so that S5 and S6 compare every method's text alike, tokenizer or not; it agrees
-with the real tokenizer on every code point below U+3000 and every one its character map rewrites, bar
-U+0344, whose two marks it orders otherwise, and those newer than Python's Unicode tables
-(tests/test_real_vocab.py).
+Generations decode to normalised text (``，`` -> ``,``): compared as written, about half the exact Chinese
+copies passed as new (issue 46; docs/languages.md). Matches the real tokenizer below U+3000 and on its
+character map, bar U+0344 and code points newer than Python's tables (tests/test_real_vocab.py).
 """
 
 from __future__ import annotations
@@ -27,7 +21,6 @@ _KEPT = "\uff5e"
 
 
 def normal_form(tokens: Sequence[str]) -> tuple[str, ...]:
-    """``tokens`` as the tokenizer normalises them, split again at white space (a token may fold into two,
-    or into none)."""
+    """``tokens`` normalised and split again at white space (a token may become two, or none)."""
     text = _KEPT.join(unicodedata.normalize("NFKC", part) for part in " ".join(tokens).split(_KEPT))
     return tuple(text.translate(_DROPPED).translate(_BLANKS).split())

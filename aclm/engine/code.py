@@ -1,12 +1,10 @@
 """Which code made a result: the modules a stage computes with, and the checkout it ran from.
 
-A stage's code is its module, every project module that imports (at the top or inside a function, at any
-depth) and every package they sit in (importing ``aclm.steps.keywords`` runs ``aclm/__init__.py``), each
-digested by its syntax tree without docstrings, comments, layout and statements that only log.  Left out
-whole (:data:`NO_RESULT`) are the modules that decide how a run is driven, cached, shown or tabulated, never
-what it computes: the config schema, the method table, this engine, logging, progress bars, TensorBoard,
-the driver, the grids and the tables.  Code reached by name only (a method table entry's function) is named
-by the stage (``code=``).
+A stage's code is its module, every project module that imports (anywhere, at any depth) and every package they
+sit in (an import runs its packages' ``__init__.py``), each digested by its syntax tree without docstrings,
+comments, layout and statements that only log.  Left out whole (:data:`NO_RESULT`) are the modules that decide
+how a run is driven, cached, shown or tabulated, never what it computes.  Code reached by name only (a method
+table entry's function) is named by the stage (``code=``).
 """
 
 from __future__ import annotations
@@ -172,8 +170,7 @@ def _cpuinfo() -> str:
 
 @lru_cache(maxsize=1)
 def checkout() -> dict:
-    """Commit, dirty flag (and the uncommitted diff's digest), package path, the command, Python and library
-    versions."""
+    """Commit, dirty flag and diff digest, package path, command, Python and library versions."""
     import aclm
 
     commit = _git("rev-parse", "HEAD")

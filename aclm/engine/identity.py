@@ -42,8 +42,7 @@ def hashed(config: DictConfig) -> dict:
 
 
 def folder_digests(folder: Path, skip: Sequence[str] = ()) -> dict[str, str]:
-    """Each file below ``folder`` (through symlinks) by its path there and its digest, bar the top-level
-    names ``skip``."""
+    """Each file below ``folder`` (through symlinks) by relative path -> digest, bar the top-level names ``skip``."""
     return {str(p.relative_to(folder)): file_digest(p) for p in sorted(Path(folder).rglob("*"))
             if p.is_file() and p.relative_to(folder).parts[0] not in skip}
 
@@ -69,8 +68,7 @@ def input_name(path: Path, roots: Sequence[Path]) -> str:
 
 
 def model_reads(config: Mapping[str, Any]) -> dict[str, dict]:
-    """The models a stage's config names (keys ending ``model`` or ``embedder``): a local folder's files by
-    content, a hub name by its cached snapshot's commit."""
+    """The models a stage's config names: a local folder by its files' content, a hub name by its snapshot's commit."""
     found = {}
     for key, value in flatten(dict(config)).items():
         last = key.rpartition(".")[2]

@@ -1,14 +1,9 @@
-"""One writer per run folder: an exclusive lock that names its holder.
+"""One writer per run folder: an exclusive ``flock`` lock that names its holder.
 
-Two runs writing one folder would overwrite each other's stages (one run's S5 deleting the S4 weights the
-other had just written).  So a writer holds the folder's lock (``<folder>/.locks/<name>.lock``): a second
-writer fails at once naming the first, or waits (``wait=True``).  The run machinery takes one per setting
-while it checks or builds the stages every method shares, and one per method folder for a whole chain.
-
-The locks are ``flock`` locks (:mod:`filelock`): the kernel releases them when their process dies.  Beside
-each a JSON record names the holder (PID, host, start, command).  A record left by a process that is gone
-says a run was killed: its scratch folders (``.*.tmp``) are orphans, removed with a warning, which is safe
-because every writer of that folder holds the lock.
+Two runs writing one folder would overwrite each other's stages (one run's S5 deleting the S4 weights the other
+had just written).  A run holds a lock per setting while it checks or builds the shared stages, and one per method
+folder for a whole chain.  The kernel releases a lock when its process dies; a holder record left by a gone process
+means a killed run, whose scratch folders (``.*.tmp``) are removed: safe, as every writer holds the lock.
 """
 
 from __future__ import annotations
@@ -71,11 +66,8 @@ def remove_scratch(folder: Path) -> int:
 
 @contextmanager
 def folder_lock(setting: Path, name: str, cleans: Path, wait: bool) -> Iterator[None]:
-    """Hold the lock ``name`` of a setting folder; then remove the orphan scratch in ``cleans``, the folder
-    that only holders of this lock write (the setting folder itself, or a method folder).
-
-    ``wait=False``: a lock held by a live run raises :class:`Busy` naming it.
-    """
+    """Hold the lock ``name`` of a setting folder, then remove the orphan scratch in ``cleans`` (the folder only its
+    holders write); ``wait=False``: a lock held by a live run raises :class:`Busy` naming it."""
     locks = Path(setting) / LOCKS
     locks.mkdir(parents=True, exist_ok=True)
     lock = FileLock(locks / f"{name}.lock", is_singleton=True, preserve_lock_file=True)

@@ -1,13 +1,9 @@
 """What a stage holds in memory, measured, and one GPU's memory shared by the runs packed on it.
 
-:class:`PeakMemory` records a stage's peak resident memory and CUDA allocation in its stamp.
-
-With ``make reproduce-table1 JOBS=auto`` on a GPU the grid writes a ledger (:func:`create`): the memory the
-runs may fill and what each GPU stage's process holds on the card (measured, or at paper size:
-aclm/experiments/packing.py; S4's mBART-50 29 GB against the taggers' 6 GB, docs/cost.md).  Every run finds
-it through :data:`LEDGER_ENV`, and each stage holds its need while it runs (:func:`lease`).  A need that does
-not fit waits, first come first served, so a large stage is not passed over forever; one larger than the card
-runs alone.  Between stages a process that used CUDA still holds its context (:data:`CONTEXT_MB`).  The
+:class:`PeakMemory` records a stage's peaks.  Under ``JOBS=auto`` the grid writes a ledger (:func:`create`, needs
+from :mod:`aclm.experiments.packing`) that runs find through :data:`LEDGER_ENV`; each stage holds its need while it
+runs (:func:`lease`), and between stages a process counts at its CUDA context.  A need that does not fit waits,
+first come first served, so a large stage is not passed over forever; one larger than the card runs alone.  The
 ledger is one JSON file changed under ``flock``; a dead process's lease is dropped by the next reader.
 """
 

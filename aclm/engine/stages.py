@@ -1,12 +1,10 @@
 """A stage: one output folder, built in scratch and renamed into place with its stamp, skipped while current.
 
-``@stage(name, place=..., keys=(...))`` over ``build(c, out, **upstream) -> facts`` declares one at import.
-Called as ``stage(cfg, force=False, **upstream)`` it returns its folder, built first unless its stamp
-(``_stage.json``) holds the identity it has now (:mod:`aclm.engine.identity`) and the folder still holds the
-files it wrote, byte for byte.  A stage that runs says why; its stamp records the checkout, time, memory and
-the facts ``build`` returned.  Model weights can be pruned once read (:func:`prune`): the stage stays
-current, and one that ``loads`` them and must run raises :class:`Pruned`.  Inside ``planning()`` the first
-stage that is not current raises :class:`Stale` instead of building.
+``@stage(name, place=..., keys=(...))`` over ``build(c, out, **upstream) -> facts`` declares one.  Called, it
+builds its folder unless its stamp (``_stage.json``) holds the identity it has now (:mod:`aclm.engine.identity`)
+and the folder still holds the files it wrote.  Pruned weights (:func:`prune`) keep a stage current; one that
+``loads`` them and must run raises :class:`Pruned`.  Inside ``planning()`` the first stale stage raises
+:class:`Stale` instead of building.
 """
 
 from __future__ import annotations
@@ -203,9 +201,8 @@ def _disk_full(err: BaseException | None, folder: Path) -> bool:
 
 @dataclass(frozen=True)
 class Place:
-    """Where one stage of one run writes, as the project's layout says: its folder, the folders its inputs
-    are named from, the lock it is built under, the schema's default of each key, and the name it leases
-    the GPU under (its memory may depend on the run's data: ``s4_generator@zh``; empty: the stage's)."""
+    """Where one stage of one run writes: its folder, the roots its inputs are named from, its lock, the schema's
+    defaults, and its GPU lease name (memory may depend on the data: ``s4_generator@zh``; empty: the stage's)."""
 
     out: Path
     roots: tuple[Path, ...] = ()
@@ -227,10 +224,9 @@ def _of(value, cfg) -> tuple:
 
 @dataclass(frozen=True)
 class Stage:
-    """A declared stage (see the module).  ``keys`` and ``code`` may be functions of the run's config (a
-    baseline's stage reads what its method table entry names); ``files(c)`` names raw input files;
-    ``loads`` the upstream stages whose files it opens; ``reads(c)`` what else its output depends on;
-    ``version`` is bumped by hand for a change the code cannot show (a library upgrade)."""
+    """A declared stage (see the module).  ``keys`` and ``code`` may be functions of the config (a baseline's
+    reads what its method table entry names); ``reads(c)``: what else its output depends on; ``version``: bumped
+    by hand for a change the code cannot show (a library upgrade)."""
 
     name: str
     build: Callable[..., dict | None]

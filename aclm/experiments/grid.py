@@ -1,56 +1,12 @@
 """Experiment grids: the runs a paper table needs, as commands and as a Makefile.
 
-A grid (``configs/grids/<table>.yaml``; the schema is at the top of each file)
-lists blocks of datasets x gold sizes x methods (x sweep values) x seeds.
-``expand`` turns it, sliced by LANGS / SIZES / METHODS / SEEDS, into cells:
-one cell is one ``scripts/run_method.py`` command and one ``result.json``.
-The cells of one setting (dataset, gold, seed, run dir) share its S1 model,
-so every method cell has that setting's Gold-only cell (the S1 target) as a
-prerequisite, and a WikiNEuRal cell has the setting's ACLM cell (it adds as
-many silver sentences as ACLM added).
-
-Three ways to run a grid (each command goes through ``scripts/grid.py cell``,
-which writes ``failed.json`` beside the missing result when a run fails):
-
-* make (``make reproduce-table1`` does this)::
-
-      frag=$(python scripts/grid.py makefile table1 profile=paper langs=en,de)
-      make -f "$frag" -j 4 -k all
-
-  every cell is a file target (its result.json); method cells depend
-  (order-only) on their S1 target, so ``-j`` never trains one S1 twice at
-  once.  A target counts as done when its result.json exists and every
-  stage of its chain is current for the cell's config (``Cell.is_done``);
-  any other target runs, and only its changed stages do work.
-* GNU parallel: run the phases in order (0: S1, 1: methods, 2: WikiNEuRal)::
-
-      for phase in 0 1 2; do
-        python scripts/grid.py list table1 profile=paper --phase $phase | parallel -j 4 || break
-      done
-
-* Slurm (``make submit-table1``; :mod:`aclm.experiments.slurm`, docs/cluster.md)::
-
-      python scripts/grid.py submit table1 profile=paper --slurm [--dry-run]
-
-  submits the runs not done as job arrays, one per method, each task after
-  its own setting's S1 (``aftercorr``), then a job that writes the table.
-
-Several GPUs on one machine: one make per GPU, each on its own LANGS or SEEDS
-slice (never a METHODS slice: methods of a setting share S1), e.g.
-``CUDA_VISIBLE_DEVICES=0 make reproduce-table1 LANGS=en,bn,hi,de,es &
-CUDA_VISIBLE_DEVICES=1 make reproduce-table1 LANGS=ko,nl,ru,tr,zh &``.  Each
-slice gets its own fragment file, so concurrent makes do not clash.
-
-Sweeps (Tables 5-7) change one config value of a method: a swept cell runs as
-the variant ``<method>@<key>-<value>/`` beside the method's own directory and
-shares the setting's gold data and S1; the value the profile already uses is
-the method's plain run, shared with Table 1.
-
-MultiCoNER grids name ``multiconer/<lang>``, scored on the data folder's
-2,000-sentence test slices; ``test_set=official`` (``make ... TEST_SET=official``)
-runs them on the official MultiCoNER v1 release instead (:func:`with_test_set`: each
-dataset's ``test_sets`` entry in configs/datasets.yaml),
-in run folders of their own, and stops before any run when its files are missing.
+A grid (``configs/grids/<table>.yaml``, schema in configs/grids/README.md) lists blocks of datasets x gold sizes
+x methods (x sweep values) x seeds; :func:`expand` turns a slice of it into cells, one ``run_method.py`` command
+and one ``result.json`` each.  The methods of a setting share its S1, so every method cell has the setting's
+Gold-only cell as a prerequisite (and WikiNEuRal its ACLM cell: it adds as many silver sentences as ACLM added).
+In the Makefile a method cell depends order-only on its S1, so ``-j`` never trains one S1 twice at once.  A sweep
+point runs as the variant ``<method>@<key>-<value>`` beside the method's plain run and shares its S1.
+How to run a grid (make, GNU parallel, Slurm, several GPUs, ``test_set=official``): docs/reproducing.md.
 """
 
 from __future__ import annotations
@@ -130,8 +86,7 @@ class Grid:
     compare: dict = field(default_factory=dict)  # {method: ..., baselines: [...], control: ...}
     plot: dict = field(default_factory=dict)     # {x: index column, y: [columns]}
     average_datasets: bool = False               # an entry is, per seed, the mean over the grid's datasets
-    shows_dev: bool = True                       # its runs' dev F1 beside each run's first column (no: the columns
-                                                 # are not test sets, e.g. entity types)
+    shows_dev: bool = True                       # dev F1 beside the first column (off: columns are not test sets)
 
 
 #: A grid keeps no final tagger (840 of them at paper size): scores and predictions are what it is for.
@@ -169,11 +124,8 @@ class Cell:
         return load_config(self.args())
 
     def is_done(self) -> bool:
-        """Its result exists and every stage of its chain is current for the cell's config.
-
-        The chain is imported here, when a run is checked, not with the grid: reading a grid (the tables,
-        :mod:`aclm.tables.aggregate`) imports no run machinery, and planning a chain loads no training library.
-        """
+        """Its result exists and every stage of its chain is current for the cell's config (the chain is
+        imported here so that reading a grid, as the tables do, imports no run machinery)."""
         from aclm.run.chain import run_method
 
         if not self.layout.result_path.exists():
@@ -260,22 +212,17 @@ def load_grid(name: str, grid_dir: Path = GRID_DIR) -> Grid:
 
 # --- expansion -----------------------------------------------------------------------------
 
-#: What picks a grid's cells on a command line (scripts/grid.py, scripts/aggregate.py), as ``key=value`` like the
-#: stage scripts' config overrides, with its default: the profile and run_dir they run under, the slices, and the
-#: test sets a MultiCoNER grid is scored on.
+#: The ``key=value`` words that pick a grid's cells (scripts/grid.py, scripts/aggregate.py), with their defaults.
 SLICES = ("langs", "sizes", "methods", "seeds")
 SELECTION = {"profile": "paper", "run_dir": "runs", **dict.fromkeys(SLICES), "test_set": None, "rounds_on_dev": None}
-#: ``rounds_on_dev=1,2,5,10``: every augmentation method runs at each R, and its entry is, per seed, the R with
-#: the best dev F1 (:func:`with_rounds_on_dev`); unset (every profile's default), R is the profile's.
+#: ``rounds_on_dev=1,2,5,10``: each augmentation method runs at each R, the best on dev (:func:`with_rounds_on_dev`).
 ROUNDS = "generation.rounds"
-#: ``test_set=``: what a grid's MultiCoNER runs are scored on (None: slice). The grids name ``multiconer/<lang>``,
-#: whose test.conll in the data folder is a 2,000-sentence slice held out of train; ``official`` runs them as
-#: the entry configs/datasets.yaml names under that entry's ``test_sets`` (``multiconer_official/<lang>``), the
-#: official MultiCoNER v1 release the paper scored on, with the same released gold samples.
+#: ``test_set=`` default (None too): the data folder's 2,000-sentence slices; ``official``: the release the paper
+#: scored on, as the ``test_sets`` entry of configs/datasets.yaml names it, with the same gold samples.
 SLICE = "slice"
 
 def selection(words: Sequence[str]) -> dict[str, Optional[str]]:
-    """``["profile=tiny", "langs=en,de"]`` -> every key of :data:`SELECTION`, the ones not given at their default."""
+    """``["profile=tiny", "langs=en,de"]`` -> every key of :data:`SELECTION`, defaults filled in."""
     chosen = dict(SELECTION)
     for word in words:
         key, sep, value = word.partition("=")
@@ -291,9 +238,8 @@ def as_chosen(grid: Grid, chosen: dict[str, Optional[str]]) -> Grid:
 
 
 def with_rounds_on_dev(grid: Grid, rounds: Slice) -> Grid:
-    """Each block without a sweep split in two: Gold-only and the methods that follow another's run (Gold-only
-    trained as long as ACLM, WikiNEuRal) as they are, every other method swept over ``rounds`` (R) and chosen on
-    dev.  The profile's own R is the method's plain run, shared with the grid run without the switch."""
+    """Each block without a sweep split in two: the methods that generate nothing or follow another run as they
+    are, every other one swept over ``rounds`` (R) and chosen on dev; the profile's own R is the plain run."""
     values = parse_slice(rounds)
     if not values:
         return grid
@@ -313,8 +259,7 @@ def with_rounds_on_dev(grid: Grid, rounds: Slice) -> Grid:
 
 
 def selected_cells(grid: Grid, chosen: dict[str, Optional[str]]) -> list["Cell"]:
-    """The cells of ``grid`` a :func:`selection` picks (on the test sets ``test_set=`` names, with its
-    ``rounds_on_dev``)."""
+    """The cells of ``grid`` a :func:`selection` picks."""
     test_set = chosen.get("test_set")
     moved = as_chosen(grid, chosen)
     if test_set not in (None, SLICE) and not _datasets(moved) & set(test_set_entries(test_set).values()):
@@ -337,14 +282,9 @@ def _datasets(grid: Grid) -> set[str]:
 
 
 def with_test_set(grid: Grid, test_set: Optional[str]) -> Grid:
-    """``grid`` as ``test_set=`` runs it: ``slice`` (or None) as written; another with each dataset that has that
-    test set renamed to its entry wherever the blocks name it (datasets, overrides such as ``test_datasets``,
-    sweep values, and the columns' result paths, which a run keys by test set: ``test.multiconer/hi.f1``).
-
-    Only the names change, so the table keeps its rows and columns, and the runs live under
-    ``<run_dir>/<profile>/multiconer_official/<lang>/`` (a run folder is named after its dataset), apart from
-    the slice's: they are other settings (another dev and test set, and ``gold=full`` another train set).
-    """
+    """``grid`` with each dataset that has ``test_set`` renamed to its entry wherever the blocks name it (result
+    paths too: ``test.multiconer/hi.f1``).  Only names change, so the table keeps its layout, and the runs get
+    folders of their own: another dev and test set make another setting."""
     if test_set in (None, SLICE):
         return grid
     entries = test_set_entries(test_set)
@@ -363,9 +303,7 @@ def with_test_set(grid: Grid, test_set: Optional[str]) -> Grid:
 
 
 def missing_data(cells: Sequence["Cell"]) -> list[str]:
-    """Each file the cells' runs would read that is not there (the data check's line), reading one cell per
-    setting; the files of a release the data folder does not ship come first, with the registry's word on
-    where to get them (``obtain``), the others (a gold sample) after."""
+    """The data check's line for each missing file the cells' runs would read; unshipped releases' files first."""
     from aclm.base.data import DataError
     from aclm.base.datasets import get_spec
     from aclm.run.datacheck import dataset_of, missing_files, setting_files
@@ -385,12 +323,8 @@ def missing_data(cells: Sequence["Cell"]) -> list[str]:
 
 
 def require_test_set_data(cells: Sequence["Cell"], test_set: Optional[str]) -> None:
-    """With ``test_set=official``, stop before any run when a file of the official release is missing.
-
-    The release is not in the data folder (configs/datasets.yaml says where it goes), so a grid on it would
-    otherwise start every run only for each to fail its data check; the slice's files ship with the data
-    folder, and its grids go on as before.
-    """
+    """With ``test_set=official``, stop before any run when a file of the release is missing: the data folder
+    does not ship it, and otherwise every run would start only to fail its data check."""
     if test_set != "official":
         return
     missing = missing_data(cells)
@@ -438,11 +372,8 @@ def _check_slice(name: str, wanted: Optional[list[str]], available: Iterable[str
 
 def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, sizes: Slice = None,
            methods: Slice = None, seeds: Slice = None) -> list[Cell]:
-    """The grid's cells, in a stable order, restricted to the slices given.
-
-    ``langs`` matches a dataset name or its last part (``en`` matches
-    ``multiconer/en`` and ``conll2003/en``); ``seeds`` replaces the grid's seeds.
-    """
+    """The grid's cells, in a stable order, restricted to the slices given; ``langs`` also matches a dataset
+    name's last part (``en``: ``multiconer/en`` and ``conll2003/en``), ``seeds`` replaces the grid's."""
     langs, sizes, methods = parse_slice(langs), parse_slice(sizes), parse_slice(methods)
     seed_list = [int(s) for s in parse_slice(seeds) or grid.seeds]
     datasets = {d for b in grid.blocks for d in b.datasets}
@@ -468,11 +399,7 @@ def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, si
 
 def _sweep_points(block: Block, profile: str, method: str,
                   base: tuple[str, ...]) -> list[tuple[Optional[str], tuple[str, ...], str]]:
-    """(label, swept key=value, variant) per sweep value; one plain point without a sweep.
-
-    The profile's own value is the method's plain run; any other value runs as
-    the variant ``<key>-<value>`` beside it, sharing the setting's gold data and S1.
-    """
+    """(label, swept key=value, variant) per sweep value; the profile's own value is the plain run (no variant)."""
     if not block.sweep_key:
         return [(None, (), "")]
     current = profile_value(profile, method, block.sweep_key, base)
@@ -487,12 +414,8 @@ def _sweep_points(block: Block, profile: str, method: str,
 
 
 def prune_finished_s1(cells: Sequence[Cell]) -> tuple[int, int]:
-    """Delete the S1 tagger weights of every setting whose cells (with their prerequisites) are all done.
-
-    Asked for by hand (``scripts/grid.py prune``): a later run that needs a pruned
-    S1 retrains it, and every result of that setting then counts as stale.
-    Returns (settings pruned, bytes freed).
-    """
+    """Delete the S1 weights of every setting whose cells are all done; (settings pruned, bytes freed).
+    Only by hand (``scripts/grid.py prune``): a later run that needs a pruned S1 retrains it."""
     settings: dict[Path, list[Cell]] = {}
     for cell in with_prerequisites(cells):
         settings.setdefault(cell.layout.root, []).append(cell)
@@ -576,7 +499,7 @@ def makefile(cells: Sequence[Cell], title: str, python: str) -> str:
 
 def to_run(cells: Sequence[Cell]) -> set[Path]:
     """The result paths of ``cells`` that must run: those not done, and those that need one of them (a run
-    that reads another's result, as Gold-only-budget reads ACLM's, is stale once that one runs again)."""
+    that reads another's result, as Gold-only-budget reads ACLM's, is stale once that one reruns)."""
     pending = {cell.layout.result_path for cell in cells if not cell.is_done()}
     grown = True
     while grown:
@@ -604,8 +527,7 @@ def write_makefile(path: Path, text: str) -> Path:
 # --- one cell, recording failures ----------------------------------------------------------
 
 def grid_script(main: Callable[[], None]) -> None:
-    """A grid script's entry point: a :class:`GridError` is one line and exit status 2; a stop (SIGINT,
-    SIGTERM, which :func:`run_cell` passes on to the run) exits 130 / 143."""
+    """A grid script's entry point: a :class:`GridError` is one line and exit 2; SIGINT / SIGTERM exit 130 / 143."""
     try:
         main()
     except GridError as err:
@@ -622,10 +544,7 @@ def failure(failed: Path) -> str:
 
 def run_cell(result: Path, args: list[str], python: str = sys.executable, tail_lines: int = 40) -> int:
     """Run one cell; on failure write ``failed.json`` (error, exit code, log tail) beside its result.
-
-    stderr is passed through and its last lines kept: the last one is the
-    error (``error: ...`` from main_guard, or a traceback's final line).
-    """
+    The error is stderr's last line (``error: ...`` from main_guard, or a traceback's)."""
     result = Path(result)
     failed = result.parent / FAILED
     failed.unlink(missing_ok=True)

@@ -1,25 +1,11 @@
-"""How many runs one GPU holds at once: ``make reproduce-table1 JOBS=auto``.
+"""How many runs one GPU holds at once (``make reproduce-table1 JOBS=auto``), and what each stage leases.
 
-Runs of a grid are separate processes; several fit on one card because a
-run at the paper's sizes uses a fraction of it (results/history/: 2, 4 and
-8 Gold-only runs at once gave 2.05, 3.54 and 5.25 times the runs per hour on
-one H100, 4 ACLM runs 3.78 times on one H200).  A stage needs what its process
-holds on the card, more than its tensors' CUDA peak (the CUDA context, the
-allocator's cache): 6,283 MB in use for an S1 peak of 5,057 MB, a factor of
-1.25, and about 29 GB for S4's 16.3 GB, a factor of 1.78.  The peak is the one
-measured in the stage stamps under ``<run_dir>/<profile>`` where runs there
-finished on a GPU, else the one at paper size the GPU check measured
-(configs/gpu_peaks.json); where a stamp also says what the allocator
-reserved, that plus the context counts if it is more.  The card's free memory, 5% kept back, over that need, and at most one
-run per CPU core.
-
-Without a ledger every run is counted at the largest need among its stages,
-so a grid's ACLM runs pack by S4's 29 GB.  With one (:mod:`aclm.engine.memory`,
-what ``JOBS=auto`` uses) runs are counted at their tagger's need, and each
-stage leases its own while it runs: a larger stage waits for the memory.  S4's and S5's needs grow with
-the padded length of their batches, which depends on the language (zh's targets are about twice en's with
-mBART-50's vocabulary): they lease per language (``s4_generator@zh``), measured in that language or scaled
-from the reference's (:func:`language_need`, docs/cost.md).
+A stage needs what its process holds on the card, more than its tensors' CUDA peak (context, allocator cache):
+as measured in the stamps under ``<run_dir>/<profile>`` where runs finished on a GPU, else the GPU check's
+paper-size peak times a per-process factor.  Without a ledger a run counts at its largest stage (S4, ~29 GB);
+with one (:mod:`aclm.engine.memory`) at its tagger's, and each stage leases its own need while it runs.  S4's
+and S5's needs grow with the padded batch length, so they lease per language (``s4_generator@zh``).
+Figures and why: docs/cost.md ("Several runs on one GPU", "Memory by language").
 """
 
 from __future__ import annotations
@@ -37,13 +23,10 @@ from aclm.engine.memory import CONTEXT_MB, create
 
 log = logging.getLogger("aclm.experiments.packing")
 
-#: What each stage needs at paper size, as the GPU check last measured it (and writes after it measures):
-#: ``cuda_peak_mb`` per stage (Gold-only's scoring, s1_eval, gets S7's scoring's; a baseline's generation stage,
-#: augment, gets S4's, the largest: MulDA fine-tunes the same mBART-50); ``process_factor``, what a process holds
-#: on the card (nvidia-smi) over its tensors' peak; ``in_use_over_peak_mb``, that pair where a stage holds far
-#: more (fine-tuning mBART-50); ``fixed_mb``, what S4's and S5's processes hold whatever the sequence length
-#: (weights, gradients and Adam's moments): the rest of their peak grows with the padded length, which
-#: differs by language; ``reference_dataset``, the dataset whose padded length the others' are compared with.
+#: The GPU check's paper-size needs (it rewrites the file): ``cuda_peak_mb`` per stage (s1_eval gets S7's scoring's,
+#: augment S4's: MulDA fine-tunes the same mBART-50); ``process_factor``, in use (nvidia-smi) over the tensors' peak,
+#: or ``in_use_over_peak_mb`` where a stage holds far more; ``fixed_mb``, S4's and S5's length-independent part
+#: (weights, gradients, Adam's moments); ``reference_dataset``, whose padded length the others scale from.
 PEAKS_FILE = CONFIG_DIR / "gpu_peaks.json"
 #: About the longest target in a batch of 32: what a batch pads to.
 PADDED_QUANTILE = 0.97
@@ -71,9 +54,8 @@ def process_factor(stage: str) -> float:
 
 
 def measured_needs(run_dir: Path, profile: str) -> dict[str, int]:
-    """The most GPU memory (MB) a process of each stage held under ``<run_dir>/<profile>``, from the stamps of
-    the stages that ran on a GPU: the CUDA peak times the stage's factor, or what the allocator reserved plus
-    the context where the stamp says so and that is more."""
+    """The most GPU memory (MB) a process of each stage held under ``<run_dir>/<profile>``, from GPU stamps: the
+    CUDA peak times the stage's factor, or what the allocator reserved plus the context where that is more."""
     needs: dict[str, int] = {}
     for path in (Path(run_dir) / profile).rglob("_stage.json"):
         record = json.loads(path.read_text())
@@ -87,8 +69,7 @@ def measured_needs(run_dir: Path, profile: str) -> dict[str, int]:
 
 
 def padded_length(dataset: str, generator: str) -> float:
-    """What S4's and S5's batches of ``dataset`` pad to: the :data:`PADDED_QUANTILE` of its training targets'
-    lengths in the generator's tokens (:mod:`aclm.steps.lengths`)."""
+    """What S4's and S5's batches of ``dataset`` pad to: a quantile of its targets' lengths in generator tokens."""
     from statistics import quantiles
 
     from transformers import AutoTokenizer
@@ -105,8 +86,8 @@ def padded_length(dataset: str, generator: str) -> float:
 
 
 def length_ratios(datasets: Iterable[str], generator: str) -> dict[str, float]:
-    """Each dataset language's padded length over the reference dataset's (:data:`PEAKS_FILE`) (with ``generator``'s tokenizer);
-    a language whose data is not here is left out (its stages lease the reference's need)."""
+    """Each dataset language's padded length over the reference dataset's; a language whose data is not here is
+    left out (its stages lease the reference's need)."""
     from aclm.base.data import DataError
 
     try:
@@ -164,9 +145,8 @@ def free_gpu_memory_mb() -> Optional[float]:
 
 def stage_needs(stages: Iterable[str], measured: Mapping[str, int],
                 ratios: Mapping[str, float] = {}) -> dict[str, int]:
-    """What each GPU stage among ``stages`` leases (MB): its need, measured or at paper size; and for S4 and
-    S5 in each language of ``ratios`` (:func:`length_ratios`), ``<stage>@<language>``: measured in that
-    language, else scaled by its padded length."""
+    """What each GPU stage among ``stages`` leases (MB), measured or at paper size; S4 and S5 also per language
+    of ``ratios`` (``<stage>@<language>``), measured there or scaled by the padded length."""
     paper = peaks()
     needs = {s: measured.get(s, paper_need(s)) for s in sorted(set(stages))
              if paper["cuda_peak_mb"].get(s, GPU_STAGE_MB) >= GPU_STAGE_MB}
@@ -178,10 +158,8 @@ def stage_needs(stages: Iterable[str], measured: Mapping[str, int],
 
 def choose(stages: Iterable[str], run_dir: Path, profile: str, ledger: Optional[Path] = None,
            ratios: Callable[[], Mapping[str, float]] = dict) -> Packing:
-    """How many runs going through ``stages`` to start at once on this machine's first visible GPU, and why
-    (``stages`` is read only where there is a GPU: it may be a lazy iterator).  With ``ledger``, runs are
-    counted at their tagger's need and the ledger is written for their stages to lease from, S4 and S5 per
-    language by ``ratios()`` (:func:`length_ratios`, called only then)."""
+    """How many runs through ``stages`` to start at once on the first visible GPU, and why (``stages`` may be lazy:
+    read only with a GPU).  With ``ledger``, runs count at their tagger's need and the ledger is written."""
     free = free_gpu_memory_mb()
     if free is None:
         if ledger:

@@ -1,35 +1,10 @@
-"""A grid on Slurm: job arrays chained setting by setting, one log file per run.
+"""A grid on Slurm: job arrays chained setting by setting, one log file per run (usage: docs/cluster.md).
 
-``scripts/grid.py submit table1 --slurm`` (``make submit-table1``) submits the
-runs of a grid slice that are not done (:meth:`aclm.experiments.grid.Cell.is_done`) as
-job arrays, one per method (one for the S1 runs), and one job that writes
-the table once every array has ended:
-
-* a task's ID is the index of its setting (dataset, gold, seed) in the
-  slice, in every array, so that task i of one array and task i of another
-  are the same setting;
-* an array waits for the array that runs its prerequisites with
-  ``--dependency=aftercorr``: task i starts once task i there has succeeded.
-  A setting's methods thus start as soon as its own S1 is trained, not when
-  the slowest of all S1 runs is; a failed S1 holds back its own setting's
-  methods only (``afterok`` on the array would hold back every method of the
-  slice).  ``--kill-on-invalid-dep=yes`` cancels the tasks whose
-  prerequisite failed or was cancelled, so every array ends;
-* Slurm pairs a task that has no counterpart with the whole array it depends
-  on (it waits for all of it and fails if any task of it failed), so runs
-  whose prerequisites are done go to arrays of their own, with no dependency;
-* the table job follows every array with ``afterany``: runs that failed show
-  as FAILED, cancelled ones as missing, as after ``make -k``.
-
-Each batch script ``exec``s the run's command, so the SIGTERM of ``scancel``
-or of a time limit reaches Python, which removes the running stage's scratch
-folder (:func:`aclm.base.runtime.handle_signals`); submitting the slice again
-runs what is missing and resumes a stopped run after its last finished
-stage.  A run's output (Slurm's own messages included) is appended to
-``<runs>/<profile>/logs/<run>.log``: the array's ``--output`` names a link
-per task, made at submission, to that file.  The scripts, the links and the
-job IDs of a submission are kept in ``<runs>/<profile>/slurm/<grid>-<time>/``;
-a later submission refuses while a run it would submit is still queued.
+One array per method (one for the S1 runs), task ID = the setting's index in the slice, so an array waits for its
+prerequisites' array task by task (``aftercorr``): a setting's methods start once its own S1 is trained, and a
+failed S1 holds back only its own setting.  Slurm pairs a task without a counterpart with the whole array it
+depends on, so runs whose prerequisites are done go to arrays of their own, with no dependency.  A batch script
+``exec``s its run so that ``scancel``'s SIGTERM reaches Python, which removes the running stage's scratch folder.
 """
 
 from __future__ import annotations
@@ -130,12 +105,8 @@ def setting_indices(cells: Sequence[Cell]) -> dict[Path, int]:
 
 
 def plan(cells: Sequence[Cell], grid: str) -> tuple[list[Array], int]:
-    """The arrays that run what is not done of ``cells`` and their prerequisites, and how many runs are done.
-
-    A run waits for the array holding the latest-phase of its prerequisites
-    that still has to run (that array waits for the earlier ones); a run whose
-    prerequisites are all done waits for nothing.
-    """
+    """The arrays that run what is not done of ``cells`` (with prerequisites), and how many runs are done.  A run
+    waits for the latest-phase array among its prerequisites still to run, which waits for the earlier ones."""
     index = setting_indices(cells)
     arrays: dict[tuple[str, Optional[str]], Array] = {}
     holder: dict[Path, Array] = {}               # result path -> the array that runs it
@@ -172,8 +143,7 @@ def id_ranges(ids: Sequence[int]) -> str:
 
 
 def run_label(cell: Cell) -> str:
-    """A run's name for its log file: its method directory below the profile, e.g.
-    ``multiconer-en-gold100-seed1-aclm``."""
+    """A run's log file name: its method folder below the profile (``multiconer-en-gold100-seed1-aclm``)."""
     return "-".join(cell.layout.method_dir.relative_to(Path(cell.runs) / cell.profile).parts)
 
 
@@ -328,11 +298,8 @@ def send(job: Job, places: Places, ids: dict[str, str]) -> Job:
 
 def submit(arrays: list[Array], grid: str, cluster: Cluster, places: Places, python: str,
            aggregate_args: list[str]) -> list[Job]:
-    """Submit the arrays in phase order, each with the job ID it waits for, then the table job.
-
-    What was submitted is recorded after every job, so a failure halfway still
-    leaves the record that guards the next submission.
-    """
+    """Submit the arrays in phase order, each with the job ID it waits for, then the table job; the record is
+    written after every job, so a failure halfway still guards the next submission."""
     missing = [c for c in ("sbatch", "squeue") if not shutil.which(c)]
     if missing:
         raise SlurmError(f"{' and '.join(missing)} not found: not a Slurm login node? (--dry-run prints the scripts)")

@@ -2,33 +2,12 @@
 
     S0 data -> S1 gold tagger -> S1 scores              (Gold-only ends here)
             -> the method's own stages -> S6 -> S7 tagger -> S7 scores
-    S0 data -> S7 tagger on the gold alone -> S7 scores (another method that generates nothing:
-                                                         Gold-only tuned on dev; GLiNER fine-tuned)
+    S0 data -> S7 tagger on the gold alone -> S7 scores (Gold-only tuned on dev; GLiNER fine-tuned)
     S0 data -> S7 scores                                (GLiNER zero-shot)
 
-S7 chooses its learning rate on dev (:mod:`aclm.stages.tuned`) where ``tuning.learning_rates`` names rates.
-
-The method's own stages are ACLM's S2-S5 (keywords, templates, generator,
-generation) or one ``augment`` stage running the method's function from the
-method table (:mod:`aclm.base.registry`).  A :class:`Step` names its stage
-and the declared stage (:mod:`aclm.stages`, which skips itself when nothing it
-reads changed); the builder's parameters name the earlier steps whose folders
-it reads; ``scripts/run_method.py --list-stages`` prints a method's chain.
-
-Unless ``storage.keep_models``, the S4 generator's weights are deleted once
-S5 has written its generations, and, when ``storage.keep_final_tagger`` is
-off as in the grids, the S7 tagger's once it is scored
-(:func:`aclm.engine.prune`); a later stage that needs them again rebuilds
-them (the stage raises :class:`aclm.engine.Pruned`, and the loop re-runs
-the step that made them first).
-
-A run holds its method folder's lock for the whole chain (:func:`aclm.engine.folder_lock`: a second run of the
-same folder fails at once, naming the first, or waits with ``wait``), and checks for a signal that a
-library swallowed between stages.
-
-Planning a chain (:func:`aclm.engine.planning`: is a finished run still
-current?) imports no training library: the stage modules load flair and
-transformers only where a stage builds.
+The method's own stages are ACLM's S2-S5 or one ``augment`` stage running the method table's function.  Weights
+pruned once read (S4 after S5; S7 once scored, in the grids) are rebuilt by the loop when a stage needs them
+again (:class:`aclm.engine.Pruned`).  Planning a chain loads no training library.
 """
 
 from __future__ import annotations
@@ -74,14 +53,9 @@ class WiringError(ValueError):
 
 @dataclass(frozen=True)
 class Step:
-    """One stage of a chain: what it is called, the declared stage that builds it, and what it reads.
-
-    Its builder's signature wires it: after ``(config, out)``, each parameter gets the folder of the earlier
-    step of its name (``s1_ner``), ``chain`` every earlier step by name (a scoring stage), ``needs`` the S6
-    folders of :attr:`needs`.  ``renamed`` holds the exceptions: a parameter fed by a step of another name
-    (S6's ``generations``), or by none (None: left at its default).  A renamed parameter the builder does not
-    take, or one it needs and is not given, fails here, when the chain is built, before anything runs.
-    """
+    """One stage of a chain, wired by its builder's signature: after ``(config, out)`` each parameter gets the
+    folder of the earlier step of its name, ``chain`` every earlier step, ``needs`` the S6 folders of :attr:`needs`;
+    ``renamed`` feeds one from another step (None: its default).  Bad wiring fails when the chain is built."""
 
     name: str                                   # its directory (aclm.stages.layout)
     stage: Stage                                # called as stage(cfg, force=..., **{argument: directory})
@@ -168,12 +142,8 @@ def wired(steps: list[Step]) -> list[Step]:
 
 def run_method(cfg: DictConfig, until: str | None = None, force: str | None = None,
                wait: bool = False) -> dict[str, Path]:
-    """The stages of ``cfg.method`` for one setting, in order, up to ``until`` (a stage name) if given;
-    from the stage named ``force`` on, every stage re-runs even if current.
-
-    Returns each stage's directory by name; the last one holds ``result.json``.  Stopping at a stage
-    keeps the weights it read (``scripts/generation.py`` leaves S4 for another generation).
-    """
+    """Run the stages of ``cfg.method`` up to ``until``, re-running every one from ``force`` on; their folders by
+    name.  Stopping at a stage keeps the weights it read (``scripts/generation.py`` leaves S4 for another run)."""
     steps = chain(cfg)
     names = [step.name for step in steps]
     if force is not None and force not in names:
@@ -196,8 +166,7 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
 
 
 def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
-    """What a run would do, building nothing: ``(stage, "current")`` for each stage that is, then the first
-    that is not with why, then every stage after it (``after <stage>``)."""
+    """What a run would do, building nothing: each stage with ``current``, why it must run, or ``after <stage>``."""
     names = [step.name for step in chain(cfg)]
     done: dict[str, Path] = {}
     with planning():
@@ -214,8 +183,7 @@ def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
 def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], until: str | None,
                forced: set[str], done: dict[str, Path], recorded: Mapping[str, float | None] | None = None
                ) -> dict[str, Path]:
-    """Run (or, planning, check) ``steps`` in order into ``done``; with ``recorded`` (seconds a stage took in
-    this profile's runs, None where unknown), say after each stage how long the rest may take."""
+    """Run (or, planning, check) ``steps`` into ``done``; with ``recorded``, log how long the rest may take."""
 
     def run(step: Step, again: bool = False) -> Path:
         upstream: dict = {argument: done[source] for argument, source in step.inputs.items()}

@@ -1,10 +1,7 @@
-"""The command-line shape every stage script shares.
+"""The command line every stage script shares: ``[--config FILE ...] [--force] [--wait] [key=value ...]``.
 
-    python scripts/<stage>.py [--config FILE ...] [--force] [--wait] [key=value ...]
-
-``key=value`` pairs override the YAML configuration (``profile=tiny``,
-``dataset=conll2003/en``, ``gold=200``, ``ner.epochs=5`` ...); an override that
-changes what a stage computes gets folders of its own (:mod:`aclm.run.naming`).
+``key=value`` overrides the YAML config; one that changes what a stage computes gets folders of its own
+(:mod:`aclm.run.naming`).
 """
 
 from __future__ import annotations
@@ -123,12 +120,8 @@ def leaf_keys(cfg: DictConfig, reads: Sequence[str]) -> list[str]:
 
 
 def main_guard(main: Callable[[], None]) -> None:
-    """Run a script's ``main``; turn expected user errors into one clear line and exit code 1.
-
-    SIGINT and SIGTERM stop it with exit 130 / 143 (:func:`aclm.base.runtime.handle_signals`): no scratch
-    folder and no stamp are left for the stage that was running, even when a library swallowed the signal
-    or failed because of it.
-    """
+    """Run a script's ``main``; an expected user error is one line and exit 1.  SIGINT / SIGTERM exit 130 / 143,
+    leaving no scratch folder or stamp for the running stage, even where a library swallowed the signal."""
     handle_signals()
     try:
         main()
@@ -157,8 +150,7 @@ def _interrupted(stop: Interrupted) -> None:
 
 
 def summary(cfg: DictConfig, done: Mapping[str, Path]) -> str:
-    """A finished run's last lines: its warnings, then its F1 beside the same setting's Gold-only, and where
-    its result.json is."""
+    """A finished run's last lines: its warnings, its F1 beside the setting's Gold-only, and its result.json."""
     out = list(done.values())[-1]
     result = outputs.result(out)
     drawn = outputs.gold_size(done[layout.DATA])
@@ -173,11 +165,8 @@ def summary(cfg: DictConfig, done: Mapping[str, Path]) -> str:
 
 
 def stage_script(doc: str, stage_name: str, label: str) -> None:
-    """A stage script's main: run the method's chain up to ``stage_name`` (earlier stages when needed).
-
-    With ``stage_name=None`` the whole chain runs; ``--force`` re-runs the named stage (else the tagger's
-    training) and so everything after it.
-    """
+    """A stage script's main: run the method's chain up to ``stage_name`` (None: all of it); ``--force`` re-runs
+    that stage (else the tagger's training) and everything after it."""
     def main() -> None:
         args, cfg = parse(stage_parser(doc, [stage_name] if stage_name else WHOLE_CHAIN))
         steps = [step.name for step in chain(cfg)]

@@ -1,37 +1,9 @@
 """The data check every run makes before it trains anything (and ``scripts/check_data.py`` alone).
 
-It reads every file a setting will use (the gold sample or the train set it
-is drawn from, dev, each test set) and the models it names, and sorts what it
-finds into errors, which stop the run before S0, and warnings, which are
-logged.  What is which:
-
-errors
-    a file that is missing or malformed (with file and line); a ``gold``
-    sample as large as the train set it is drawn from; a model folder of the
-    project's that was not built (naming the make target that builds it), or
-    a model that is neither a folder nor in the Hugging Face cache while the
-    hub cannot be reached (one quick probe, not transformers' retries); MELM's
-    code-mixing with no other language to borrow from, or borrowing from the
-    gold data's own; a tag
-    whose case is not canonical (``b-per``: as the other spelling
-    of ``B-PER`` it is almost always a mistake; the message says how to
-    accept it); two types that differ only in case (``PER``, ``per``); an
-    entity type the dataset does not declare (``types:`` in
-    ``configs/datasets.yaml``); a type found in fewer than
-    ``data_check.min_type_sentences`` sentences of all the files together
-    (``B-PRE`` once among 20,000 sentences is a typo, not a type); a type
-    of a test set that no training file has, or that the gold sample S0
-    will draw lacks (the tagger could never predict it); ``keywords.layers``
-    beyond the layers of the encoder whose attention S2 reads;
-warnings
-    ``I-`` tags opening an entity (IOB1, read as ``B-``); sentences longer
-    than the encoder's sub-token limit, with how many are cut; a generator
-    length limit cutting over 1% of S4's targets or S5's outputs (the shares
-    are logged for each training dataset, :mod:`aclm.steps.lengths`); a dataset
-    without a dev file, whose dev set S0 takes from its train set.
-
-Results are cached per process by the files' sizes and times, so a grid of
-many methods on one setting reads its files once.
+It reads every file a setting will use (its gold sample or the train set it is drawn from, dev, each test set)
+and the models it names; errors (each check below, with file and line) stop the run before S0, warnings are
+logged.  The list, for users: docs/configuration.md ("The data check").  Reads are cached per process by the
+files' sizes and times, so a grid of many methods on one setting reads its files once.
 """
 
 from __future__ import annotations
@@ -114,8 +86,7 @@ def setting_files(cfg: DictConfig) -> dict[str, Path]:
 
 
 def dataset_of(role: str) -> str:
-    """The dataset of a role of :func:`setting_files` (``<dataset> <train|dev|test>``; a folder's name may hold
-    spaces)."""
+    """The dataset of a :func:`setting_files` role (``<dataset> <train|dev|test>``; a folder name may hold spaces)."""
     return role.rsplit(" ", 1)[0]
 
 
@@ -127,8 +98,7 @@ def missing_files(files: dict[str, Path], cfg: DictConfig) -> list[str]:
 
 
 def model_keys(cfg: DictConfig, reads: Sequence[str] | None = None) -> list[str]:
-    """The config keys naming a model this run's method loads (with ``reads``, the config keys of the stages
-    that will run: only the models those stages read)."""
+    """The config keys naming a model this run loads (with ``reads``: only those of the stages that will run)."""
     from aclm.base import registry
 
     method = registry.get(cfg.method)
@@ -146,8 +116,7 @@ def model_keys(cfg: DictConfig, reads: Sequence[str] | None = None) -> list[str]
 
 
 def built_here(cfg: DictConfig) -> list[str]:
-    """The models this run loads that are built here, not downloaded (a path under ``models/``): the
-    ``models/<folder>/manifest.json`` of each, the target `make` builds it by (see the Makefile)."""
+    """The ``models/<folder>/manifest.json`` (a make target) of each model this run loads that is built here."""
     paths = [Path(str(OmegaConf.select(cfg, key)).removeprefix("encoder:")) for key in model_keys(cfg)]
     return sorted({f"models/{p.parts[1]}/manifest.json" for p in paths if len(p.parts) > 2 and p.parts[0] == "models"})
 
@@ -159,12 +128,8 @@ def model_problems(cfg: DictConfig, reads: Sequence[str] | None = None) -> dict[
 
 
 def model_problem(key: str, name: str) -> str | None:
-    """Why model ``name`` (of config ``key``) cannot load on this machine, or None.
-
-    A folder must exist (a project one names the make target that builds it); a hub id must be in the
-    Hugging Face cache or the hub must answer now, which one quick probe decides: transformers alone
-    would spend a minute on retries and then fail in the middle of a stage.
-    """
+    """Why model ``name`` (of config ``key``) cannot load here, or None: a folder must exist, a hub id be cached or
+    the hub answer one quick probe (transformers alone would retry for a minute, then fail mid-stage)."""
     try:
         path = model_path(name)
     except ConfigError as err:
@@ -191,8 +156,7 @@ def model_problem(key: str, name: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def hub_unreachable() -> str | None:
-    """Why the Hugging Face hub cannot be reached, or None when it answers: offline mode, or no answer to
-    one HEAD request to its endpoint (``HF_ENDPOINT``) within :data:`HUB_PROBE_TIMEOUT` seconds."""
+    """Why the hub cannot be reached (offline mode, or no answer to one HEAD request in time), or None."""
     import requests
     from huggingface_hub import constants
 
@@ -303,9 +267,8 @@ def undeclared_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
 
 
 def case_clashes(sentences: Sequence[TaggedSentence]) -> list[str]:
-    """Types that differ only in case (``PER``, ``per``), at the second: label tokens are lower-case
-    (``<b-per>``), so generation would take them for one and stop after the generator's training.
-    ``data_check.canonical_tags`` cannot cover them: only an all-lower-case tag (``b-per``) is rewritten."""
+    """Types that differ only in case (``PER``, ``per``): both are the label token ``<b-per>``, so generation would
+    fail after S4's training; ``data_check.canonical_tags`` rewrites only all-lower-case tags (``b-per``)."""
     first: dict[str, tuple[str, str]] = {}
     errors = []
     for etype, where in first_mentions(sentences).items():
@@ -317,8 +280,7 @@ def case_clashes(sentences: Sequence[TaggedSentence]) -> list[str]:
 
 
 def unseen_test_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
-    """Each test set with types no training file has, at the first: the tagger could never predict them,
-    and scoring would refuse the test set only after all the training (role -> sentences, as read)."""
+    """Each test set with types no training file has: scoring would refuse it, but only after all the training."""
     trained = {etype for role, found in read.items() if role.endswith(" train") for s in found
                for etype in s.entity_types}
     errors = []
@@ -334,9 +296,8 @@ def unseen_test_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
 
 
 def sample_lacks_test_types(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
-    """The types the gold sample S0 will draw lacks and a test set has: its tagger could never predict them, and
-    scoring would refuse the test set after all the training (a rare type a small stratified sample missed).
-    The sample is drawn here as S0 draws it: a second or less."""
+    """Types a test set has and the gold sample lacks (a rare type a small sample missed): scoring would refuse the
+    test set after all the training.  The sample is drawn here as S0 draws it (a second or less)."""
     from aclm.stages.data import data_splits
 
     sampled = {etype for s in data_splits(cfg)[0] for etype in s.entity_types}

@@ -1,15 +1,11 @@
 """How long the rest of a run may take, said after each stage, by ``--dry-run`` and by the demo.
 
-A stage still to run is counted from what is known of it, in this order: for S7, once this run's S1 and S6 are
-done, S1's time with its training time scaled by S7's training sentences (other runs' S7 trained on other
-numbers of sentences); the median time it took in this profile's earlier runs under the run folder (a tuned
-S7, :mod:`aclm.stages.tuned`, from tuned ones, else one tagger's time per rate); else a stage that did the
-same work (S7's scoring from S1's, on the same test sets, in this run or this profile's others); else the
-profile's measured run (:data:`MEASURED`: one run per profile and recipe on 2 idle cores, with its command and
-commit), which a first run on a new machine has. A span tagger's S7 and scores (GLiNER) are known only from
-runs of a span tagger. A stage with none of these is named as not yet known, never counted as no time.
-
-    python -m aclm.run.estimates SETTING_FOLDER --profile NAME --command '...' [KEY=VALUE ...]
+A stage still to run is counted, first found first: for S7, this run's S1 scaled by S7's training sentences
+(other runs' S7 trained on other numbers); the median of this profile's earlier runs under the run folder; a
+stage that did the same work (S7's scoring from S1's); the profile's measured run on 2 idle cores
+(:data:`MEASURED`), which a first run on a new machine has.  A span tagger's stages are known only from span
+tagger runs.  A stage with none of these is named as not yet known, never counted as no time.  Recording a
+measured run: ``python -m aclm.run.estimates --help``.
 """
 
 from __future__ import annotations
@@ -27,16 +23,14 @@ from aclm.stages import layout
 
 #: a stage and the earlier stage of the same run that does the same work
 SIBLINGS = {layout.S7: layout.S1, layout.S7_EVAL: layout.S1_EVAL}
-#: the stages a span tagger (GLiNER) runs in place of flair's, known only from runs of a span tagger (their
-#: stamps' config holds the ``gliner`` section)
+#: the stages a span tagger (GLiNER) runs in place of flair's: estimated only from span tagger runs (``gliner``)
 SPAN_STAGES = (layout.S7, layout.S7_EVAL)
 #: per profile, runs measured on 2 idle cores: the keys they set beyond the profile, each stage's seconds
 MEASURED = CONFIG_DIR / "stage_seconds.json"
 
 
 def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
-    """The median time the stage ``name`` took in the runs of this profile under ``run_dir`` (None: none
-    recorded): a rough guess of what it will take here."""
+    """The median seconds stage ``name`` took in this profile's runs under ``run_dir`` (None: none recorded)."""
     span = registry.get(cfg.method).tagger != "flair"
     stamps = [s for s in (stamp(path.parent) for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}"))
               if name not in SPAN_STAGES or ("gliner" in s.get("config", {})) == span]
@@ -65,8 +59,7 @@ def measured_run(cfg: DictConfig) -> dict | None:
 
 
 def sibling_seconds(cfg: DictConfig, name: str, done: Mapping[str, Path]) -> float | None:
-    """``name``'s time guessed from its sibling's in this run (None: no sibling, or not run yet); a tuned S7
-    trains one tagger per rate."""
+    """``name``'s time guessed from its sibling's in this run (None: none yet); a tuned S7 trains one per rate."""
     sibling = SIBLINGS.get(name)
     if sibling not in done:
         return None

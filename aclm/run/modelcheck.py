@@ -1,9 +1,6 @@
-"""What ``make preflight`` checks of the real models of a profile before a run spends GPU-hours on them.
-
-The tests run every stage on stand-ins; the hub checkpoints differ in what the stand-ins cannot show:
-their revision, tokenizer class, length limits, language codes, the generation-config keys that S5 does
-not set itself, and whether the label tokens S4 adds stay single tokens.  Each check gives lines to print
-and, where something would break a run, a problem.
+"""What ``make preflight`` checks of a profile's real models before a run spends GPU-hours on them: what the
+tests' stand-ins cannot show (revision, tokenizer class, length limits, language codes, the generation-config keys
+S5 leaves to the checkpoint, label tokens staying single).  A problem stops the preflight.
 """
 
 from __future__ import annotations
@@ -60,8 +57,7 @@ def tagger(key: str, name: str) -> Findings:
 
 
 def generator(key: str, name: str, languages: Sequence[str], sentences) -> Findings:
-    """The generator: language codes framing sources and targets, label tokens single, enough embedding rows,
-    and the checkpoint's decoding keys."""
+    """The generator: language codes framing source and target, single label tokens, its decoding keys."""
     from transformers import AutoConfig, GenerationConfig
 
     found = Findings()

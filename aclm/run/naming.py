@@ -1,19 +1,10 @@
 """Folders named after what a run's overrides change, so that no run replaces another's results.
 
-The profile as it is runs in ``<run_dir>/<profile>/<dataset>/gold<N>/seed<S>/`` and its method folder
-``<method>/``.  An override on the command line (or in a ``--config`` file, with what it inherits) that
-changes what some stage of the run computes names a folder of its own:
-
-* a key read by a stage all methods of the setting share (the gold sample's, S1's: ``splits.*``,
-  ``ner.*``) names the setting folder, ``seed1@ner.epochs=2/``, where S1 trains again;
-* a key only the method's own stages read names the method folder, ``aclm@generator.epochs=10/``,
-  unless ``variant=`` names it;
-* a key no stage reads (``storage.*``, ``device``, where files live), the extra test sets
-  (``test_datasets``: they add scores and change no training) and a value equal to the profile's
-  name nothing.
-
-A name longer than :data:`MAX_NAME` characters is shortened to a digest; ``result.json`` records
-the overrides in full.
+An override that changes what a stage computes names a folder of its own: the setting folder
+(``seed1@ner.epochs=2/``, where S1 trains again) when a stage every method of the setting shares reads it, else
+the method folder (``aclm@generator.epochs=10/``, unless ``variant=`` names it).  Keys no stage reads, the extra
+``test_datasets`` and values equal to the profile's name nothing.  A name over :data:`MAX_NAME` characters
+becomes a digest; result.json records the overrides in full.  For users: docs/reproducing.md ("Folders").
 """
 
 from __future__ import annotations
@@ -48,8 +39,7 @@ def overridden_keys(overrides: Sequence[str], config_files: Sequence[str] = ()) 
 
 
 def stage_views(cfg: DictConfig) -> tuple[dict, dict]:
-    """What the setting's shared stages and the method's own stages compute from: each stage's config as its
-    fingerprint holds it, links (``${generator.epochs}``) resolved."""
+    """What the shared stages and the method's own compute from: each stage's fingerprinted config, links resolved."""
     shared, own = {}, {}
     for step in chain(cfg):
         (shared if step.name in SHARED else own)[step.name] = step.stage.fingerprint(cfg)
@@ -69,11 +59,7 @@ def folder_name(pairs: dict[str, object]) -> str:
 
 def name_run(cfg: DictConfig, overrides: Sequence[str], config_files: Sequence[str] = ()) -> DictConfig:
     """Set ``setting_variant`` and (unless given) ``variant`` from the overrides that change what a stage computes.
-
-    Each overridden key is tried alone on the profile as it is: it names the setting folder when a shared
-    stage's config changes with it, the method folder when only the method's own stages' do, nothing else.
-    So a key reaches the folder name through the links that carry it (``mulda.epochs: ${generator.epochs}``).
-    """
+    Each key is tried alone on the profile, so it names a folder through links (``${generator.epochs}``) too."""
     keys = overridden_keys(overrides, config_files)
     if not keys:
         return cfg

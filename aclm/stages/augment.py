@@ -30,8 +30,7 @@ def input_files(c: DictConfig) -> list[Path]:
 
 @stage(layout.AUGMENT, keys=augment_keys, files=input_files, code=lambda cfg: registry.get(cfg.method).code_modules())
 def augment_stage(c: DictConfig, out: Path, data: Path, needs: tuple[Path, ...] = ()) -> dict:
-    """``needs``: the S6 folders of the methods it needs (``Method.needs``) that ran; their reports reach the
-    method as ``gold.needs``."""
+    """``needs``: the S6 folders of the methods it needs that ran; their reports reach the method as ``gold.needs``."""
     seed_everything(c.seed)
     gold = Gold(outputs.gold(data, "train"), outputs.gold(data, "dev"), outputs.entity_types(data),
                 run_spec(c).language, outputs.sentence_languages(data, "train"),

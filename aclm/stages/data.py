@@ -1,9 +1,7 @@
 """S0, the data stage: a setting's gold sample (train and dev), cut from its dataset's files.
 
-The files are listed by :func:`dataset_files` (hashed by content as the
-stage's inputs); the data check (:mod:`aclm.run.datacheck`) reads the same
-list before anything trains.  The test sets are the scoring stage's
-(:mod:`aclm.stages.scores`).
+:func:`dataset_files` lists the files (hashed as the stage's inputs); the data check reads the same list before
+anything trains.  The test sets are the scoring stage's.
 """
 
 from __future__ import annotations
@@ -61,13 +59,8 @@ def setting_datasets(c: DictConfig) -> dict:
 
 
 def sample_source(cfg: DictConfig) -> str:
-    """``released`` or ``stratified``: where this setting's gold sample comes from.
-
-    ``auto`` (the default) reads the authors' released sample when the dataset
-    ships one of this size (one fixed sample: the seeds then vary training
-    only, as in the paper) and draws a stratified one with ``splits.seed``
-    otherwise.  ``gold=full`` uses the whole train set either way.
-    """
+    """``released``, ``stratified`` or ``full``: where the gold sample comes from.  ``auto`` takes the authors'
+    released sample where one of this size ships (one fixed sample: seeds vary training only, as in the paper)."""
     if cfg.gold == "full":
         return "full"
     shipped = cfg.gold in get_spec(cfg.dataset).samples
@@ -82,11 +75,7 @@ def sample_source(cfg: DictConfig) -> str:
 # --- S0: the gold sample -----------------------------------------------------------------
 
 def data_splits(cfg: DictConfig) -> tuple[list[TaggedSentence], list[TaggedSentence]]:
-    """Train and dev sentences for this setting, as the split config says.
-
-    Every sentence records its language in ``meta``; a union dataset is the
-    concatenation of its members' samples.
-    """
+    """Train and dev sentences of this setting, each with its language in ``meta``; a union joins its members'."""
     spec = run_spec(cfg)
     if spec.union:
         parts = [data_splits(member_config(cfg, member)) for member in spec.union]

@@ -4,19 +4,12 @@
         data/                  train.conll dev.conll languages.json   (S0, the gold sample)
         s1_ner/                best-model.pt                          (S1, the gold tagger)
         s1_eval/               result.json predictions/               (Gold-only's scores)
-        <method>[@<variant>]/  the method's own stages, then
+        <method>[@<variant>]/  its own stages (ACLM's s2_keywords ... s5_generation, or augment), then
             s6_postprocess/    aug.conll gold+aug.conll report.json
             s7_ner/            best-model.pt
             s7_eval/           result.json predictions/
 
-ACLM's own stages are ``s2_keywords``, ``s3_templates``, ``s4_generator`` and
-``s5_generation``; every other augmentation method has one, ``augment``.  A
-sweep point (``variant``) gets a method directory of its own beside the
-method's and shares the setting's gold data and S1; a setting whose gold
-sample or S1 differs from the profile's (``setting_variant``) gets a setting
-directory of its own (:mod:`aclm.run.naming` names both after a run's
-overrides).  A copy of a dataset whose files differ from the published ones
-has a dataset folder of its own (:func:`aclm.base.datasets.data_variant`).
+A variant shares the setting's gold data and S1; :mod:`aclm.run.naming` names variants after a run's overrides.
 """
 
 from __future__ import annotations

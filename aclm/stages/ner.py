@@ -1,8 +1,7 @@
 """S1 and S7: a tagger trained on the gold data (``s1_ner/``) or on gold + augmentations (``s7_ner/``).
 
-Scoring on the test sets is a stage of its own (:mod:`aclm.stages.scores`), so a new or edited test set
-re-scores without re-training.  flair (:mod:`aclm.steps.ner`) is imported where a tagger trains or
-predicts, not with this module: a chain is planned (the grids, the tables) without it.
+Scoring is a stage of its own (:mod:`aclm.stages.scores`), so an edited test set re-scores without re-training.
+flair loads only where a tagger trains or predicts, so planning a chain (grids, tables) never imports it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The one reader of each stage's output.
+"""The one reader of each stage's output (and of the facts in its stamp).
 
-Where a run's files are is :mod:`aclm.stages.layout`; what is in them is known
-twice only: by the stage that writes a file and by its reader below, which
-every later stage, script and table goes through.  Facts a stage recorded in
-its stamp (``_stage.json``) are read here too, by what they are.
+What is in a file is known only to the stage that writes it and to its reader here, which every later stage,
+script and table goes through; where files are is :mod:`aclm.stages.layout`.
 """
 
 from __future__ import annotations

@@ -21,8 +21,7 @@ log = logging.getLogger("aclm.stages.postprocess")
 
 
 def nothing_added(c: DictConfig, kept: int, counts: dict) -> str:
-    """S6 kept no augmentation: fail (``postprocess.on_nothing_added=fail``), or the warning its report
-    and the run's result carry."""
+    """S6 kept no augmentation: fail, or (``postprocess.on_nothing_added=warn``) the warning its result carries."""
     message = (f"{c.method}: S6 kept none of {kept} generations ({', '.join(f'{k} {v}' for k, v in counts.items())}):"
                f" its S7 is Gold-only's tagger, not an augmented one")
     if c.postprocess.on_nothing_added == "fail":
@@ -34,11 +33,8 @@ def nothing_added(c: DictConfig, kept: int, counts: dict) -> str:
 
 @stage(layout.S6, keys=("method", "postprocess", "ner.eval_batch_size"), loads=(layout.S1,))
 def postprocess_stage(c: DictConfig, out: Path, data: Path, generations: Path, s1_ner: Path | None = None) -> dict:
-    """Filter a generation stage's kept rows (S5's, or a baseline's augment stage's); write aug.conll,
-    gold+aug.conll and report.json.
-
-    ``s1_ner`` (the gold tagger) is passed when the consistency filter is on.
-    """
+    """Filter a generation stage's kept rows (S5's or a baseline's); ``s1_ner``, the gold tagger, is given only
+    when the consistency filter is on."""
     train = outputs.gold(data, "train")
     rows = [r for r in outputs.generations(generations) if r["status"] == "kept"]
     candidates = [(TaggedSentence(r["tokens"], r["tags"]), [train[i] for i in r.get("sources", [])])

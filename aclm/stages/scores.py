@@ -83,11 +83,8 @@ EVAL_KEYS = ("method", "variant", "setting_variant", "profile", "dataset", "gold
 
 
 def evaluate(c, out: Path, tagger_stage: Path, chain: Mapping[str, Path]) -> dict:
-    """Score the tagger of ``tagger_stage`` on every test set; ``result.json`` records the whole chain.
-
-    ``chain`` holds every stage run before, by name, in order: their stamps give the config and
-    timings recorded, and S6's report (when the chain has one) the augmentation's figures.
-    """
+    """Score the tagger of ``tagger_stage`` on every test set; ``chain`` (every earlier stage by name) gives the
+    config, timings and augmentation figures result.json records."""
     from aclm.steps.ner import load_tagger
 
     select_device(c.device)

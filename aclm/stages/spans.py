@@ -43,8 +43,7 @@ def span_stage(c, out: Path, data: Path) -> dict:
 @stage(layout.S7_EVAL, keys=(*EVAL_KEYS, "gliner"), files=test_files, reads=test_datasets_read_as,
        loads=(layout.S7,))
 def span_eval_stage(c, out: Path, chain: Mapping[str, Path]) -> dict:
-    """The span tagger's scores: S7's fine-tuned GLiNER, or (no S7) the pretrained one zero-shot, whose dev F1
-    is taken here."""
+    """The span tagger's scores: S7's fine-tuned GLiNER, or the pretrained one zero-shot (its dev F1 taken here)."""
     from aclm.base.metrics import evaluate_tags
     from aclm.steps.spans import load_gliner, predict_tags, type_names
 

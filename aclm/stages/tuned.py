@@ -1,12 +1,9 @@
 """S7 with its learning rate chosen on dev: the tagger a fair comparison trains (``tuning.*``).
 
-Augmentation's gains shrink once the baseline without it is trained as well as the augmented runs are
-(Piedboeuf & Langlais, COLING 2025): a learning rate chosen on dev and a long dev patience.  This stage
-trains one tagger per rate of ``tuning.learning_rates`` (none given: ``ner.lr`` alone), each with
-``tuning.anneal_patience`` in place of ``ner.anneal_patience`` where given, and keeps the one with the best
-dev F1 (the first on a tie), selected on dev within its training as every tagger is.  It trains on the gold
-data alone (``gold_only_tuned``) or on S6's gold + augmentations (any method given ``tuning.learning_rates``);
-its facts name every rate's dev F1 and the rate kept.
+Augmentation's gains shrink once the baseline is trained as well as the augmented runs (Piedboeuf & Langlais,
+COLING 2025): a learning rate chosen on dev and a long patience.  One tagger per rate of ``tuning.learning_rates``
+(none: ``ner.lr``), with ``tuning.anneal_patience`` where given; the best on dev is kept (the first on a tie).
+It trains on gold alone (``gold_only_tuned``) or on S6's gold + augmentations.
 """
 
 from __future__ import annotations

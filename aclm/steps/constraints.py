@@ -1,53 +1,13 @@
-"""Decoding that cannot break the label-token grammar (``generation.constrained``).
+"""Decoding that cannot break the label-token grammar (``generation.constrained``; docs/constrained-decoding.md).
 
-The paper decodes freely and S5 drops every generation that does not parse;
-with a small generator that is most of them (the generator merges
-``<i-cw> w <i-cw> <i-cw> w <i-cw>`` into one pair, leaves a mask, stops with a
-pair open).  :class:`LabelGrammar` is a transformers ``LogitsProcessor`` that
-removes, at each step, the tokens that would make the text unreadable, so the
-sampler only ever chooses among tokens that keep it well formed:
-
-``off``
-    nothing is removed: the paper's decoding and the default (an extension,
-    not in the paper or the released code).
-``labels``
-    an opening label token is followed by at least one word, then by the same
-    label token; no other label token while a pair is open; no end of
-    sequence while a pair is open, nor before a first word (an empty
-    generation does not parse either); never a label token of a type the
-    data lacks, the mask token or any other special token (language codes,
-    ``<unk>``, ``<s>``, ``<pad>``).
-``entities``
-    ``labels``, and the template's entities appear in the output exactly and
-    in order.  The only label token that may open a pair is the first one of
-    the template's next entity (any other would add an entity the template
-    does not have); once it is written, the rest of that entity, its words
-    and label tokens, every word of a multi-word entity, is forced.  The end
-    of sequence comes only after the last entity.  Keywords and the words
-    around the entities stay free.
-
-A word is one or more sentencepiece pieces; at token level a pair may close
-after at least one *word token*: a piece that is neither special nor blank
-(``▁`` alone decodes to nothing, and ``<b-per> ▁ <b-per>`` is an empty pair).
-Label tokens spelled out of ordinary pieces (``<``, ``b``, ``-per``, ``>``)
-are not seen here; the parser still rejects them.
-
-With ``max_length``, a step allows only the tokens after which the grammar can
-still be completed in the positions left (a word and the closing label token,
-the remaining entities), so a generation stopped at the length limit is well
-formed too.  Entities longer than the whole budget are started at once and
-cut.  A row where the grammar leaves nothing that the processors before it
-allowed (a forced end of sequence in that case) is left as they made it.
-
-MulDA's linearization (``B-PER john went``, :mod:`baselines.linearize`) has
-no closing token: with ``paired=False`` a tag must be followed by a word,
-which ends it.
-
-Beam search reorders its beams at every step and gives a processor only the
-sequences.  Each row's state (open label, word seen, next entity, position
-inside a forced entity) lives in small tensors; every call finds each row's
-parent among the previous call's rows of the same batch item (the row equal
-to its prefix) and advances the parent's state by the one new token.
+An extension, not in the paper or the released code (default ``off``): the paper decodes freely and S5
+drops what does not parse, which with a small generator is most generations. :class:`LabelGrammar`
+masks, at each step, tokens that would make the text unparseable: ``labels`` keeps pairs well formed,
+``entities`` also forces the template's entities, exactly and in order. A pair closes only after a
+*word token* (neither special nor blank: ``<b-per> ▁ <b-per>`` is empty). With ``max_length`` only tokens
+after which the grammar can still complete are allowed. ``paired=False`` serves MulDA's closing-less
+linearization. Beam search hands over only sequences: each row's state advances from its parent (the
+previous row equal to its prefix).
 """
 
 from __future__ import annotations
@@ -61,8 +21,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, TopKLogitsWarper
 from aclm.steps.generator import target_end
 
 MODES = ("off", "labels", "entities")
-#: Positions before the first generated word in S5 and MulDA: the decoder start token and the language code
-#: (BERT2BERT: ``[CLS]`` twice).
+#: Positions before the first generated word: decoder start + language code (BERT2BERT: ``[CLS]`` twice).
 MBART_PROMPT = 2
 _NO_BUDGET = 1 << 30
 
@@ -96,10 +55,9 @@ def _mask(size: int, ids: Sequence[int]) -> torch.Tensor:
 
 
 def template_entities(template: str, labels: Sequence[str]) -> list[str]:
-    """The linearized entities of a template, in order: ``<b-per> john <b-per> <i-per> smith <i-per>``.
+    """The linearized entities of a template, in order (``<b-per> john <b-per> <i-per> smith <i-per>``).
 
-    A pair starts a new entity unless it is an ``I-`` pair of the current
-    entity's type right after it, as the parser reads a generation.
+    A pair starts a new entity unless it is an ``I-`` pair continuing the current one, as the parser reads.
     """
     known, words = set(labels), template.split()
     entities: list[list[str]] = []
@@ -137,10 +95,8 @@ class _Rows:
 class LabelGrammar(LogitsProcessor):
     """Sets to -inf every token that would break the grammar (module docstring), row by row.
 
-    ``entities`` (``entities`` mode): for each batch item, its template
-    entities as token ids, in order; ``None`` for ``labels``.  Rows are
-    ``group_size`` (the beams) per batch item.  The first ``prompt_length``
-    positions are the decoder's prompt and are not constrained.
+    ``entities``: per batch item, its template's entities as token ids (None: ``labels`` mode); rows are
+    ``group_size`` beams per item; the first ``prompt_length`` positions are not constrained.
     """
 
     def __init__(self, classes: TokenClasses, *, paired: bool = True, entities: list[list[list[int]]] | None = None,
@@ -155,8 +111,8 @@ class LabelGrammar(LogitsProcessor):
     # --- tables, built once on the scores' device -------------------------------------------
 
     def _setup(self, scores: torch.Tensor) -> None:
-        """Class masks padded to the logits' width (rows past the tokenizer are never allowed) and, per row kind,
-        the forbidden tokens; the entity tables of ``entities`` mode."""
+        """Class masks padded to the logits' width (ids past the tokenizer never allowed), forbidden tokens
+        per row kind, and ``entities`` mode's tables."""
         width, device = scores.shape[-1], scores.device
         c = self.classes
         self.group = torch.arange(scores.shape[0], device=device) // self.group_size   # each row's batch item
@@ -251,9 +207,8 @@ class LabelGrammar(LogitsProcessor):
     # --- the mask -------------------------------------------------------------------------------
 
     def _options(self, state: _Rows, left: int) -> tuple[torch.Tensor, ...]:
-        """Per row: may it write a word token, a blank one, any label token, the end of sequence; and the one
-        more token it may write (-1: none).  ``left``: the positions from this one on, the last excluded (it is
-        kept for the end of sequence); ``need``: the tokens a row must still write before it may end."""
+        """Per row: may it write a word, a blank, a label token, the end; plus one extra allowed token (-1: none).
+        ``left``: positions left, the last kept for the end; ``need``: tokens still owed before ending."""
         if self.entities is not None:
             return self._entity_options(state, left)
         closed, silent = state.open < 0, (~state.said).long()
@@ -270,12 +225,8 @@ class LabelGrammar(LogitsProcessor):
         return word_ok, need <= left - 1, labels_ok, need == 0, extra
 
     def _entity_options(self, state: _Rows, left: int) -> tuple[torch.Tensor, ...]:
-        """``entities``: free words while the rest of the entities still fits after them, then the next entity's
-        first label token, the entity forced through, the end of sequence after the last entity.
-
-        When the entities cannot all fit, each is still begun only if it fits whole, and the generation ends
-        at the first that does not: well formed, without the rest.
-        """
+        """``entities``: free words while the remaining entities fit, the next entity forced through, the end
+        after the last. If they cannot all fit, end at the first that does not fit whole (still well formed)."""
         group = self.group
         forcing = state.pos > 0
         need = self.rest[group, state.entity] - state.pos
@@ -310,13 +261,10 @@ class LabelGrammar(LogitsProcessor):
 
 
 def sampling_arguments(grammar: LabelGrammar | None, top_k: int, num_beams: int) -> dict:
-    """``generate`` keyword arguments for top-k sampling, with ``grammar`` (if any) applied before the top-k cut.
+    """``generate`` kwargs for top-k sampling with ``grammar`` applied before the top-k cut.
 
-    ``generate`` puts its own top-k warper before every processor passed to
-    it; top-k first could keep only forbidden tokens and leave a row empty.
-    So with a grammar the built-in warper is switched off (``top_k=0``) and
-    the same warper follows the grammar, keeping as many tokens as generate
-    would (one more than the end-of-sequence tokens under beam search).
+    ``generate``'s own warper runs first and could keep only forbidden tokens, so with a grammar it is
+    off (``top_k=0``) and the same warper follows the grammar (``min_tokens_to_keep`` as generate's).
     """
     if grammar is None:
         return {"top_k": top_k}

@@ -1,20 +1,8 @@
 """Diversity of augmentations against their source sentences (ACLM Table 3).
 
-For one pair (source, augmentation):
-
-- entity novelty: of the augmentation's entity words (tokens whose tag is
-  not ``O``, counted with repetition), the fraction that do not occur
-  anywhere among the source's tokens (entity or not);
-- non-entity novelty: the same for the augmentation's ``O`` tokens;
-- length difference: ``|len(augmentation) - len(source)|`` in tokens.
-
-Diversity-E and Diversity-N average the novelties over the augmentations
-that have at least one entity (respectively non-entity) word, in percent as
-the paper reports them; Diversity-L averages the length difference over all
-pairs.  A score with no pair to average over is ``None``.
-
-Methods that generate from scratch (DAGA, MulDA) have no source sentence, so
-they have no pairs and every score is ``None`` for them.
+Diversity-E: mean share (percent) of an augmentation's entity tokens, with repetition, found nowhere in its
+source, over augmentations with entity tokens; Diversity-N: the same for ``O`` tokens; Diversity-L: mean
+``|len(aug) - len(source)|``. No pair to average: None (always so for DAGA and MulDA: no source).
 """
 
 from __future__ import annotations
@@ -37,7 +25,7 @@ def _percent_mean(values: list[float | None]) -> float | None:
 
 
 def diversity(pairs: Sequence[tuple[TaggedSentence, TaggedSentence]]) -> dict[str, float | None]:
-    """``diversity_e`` and ``diversity_n`` (percent) and ``diversity_l`` (tokens) of (source, augmentation) pairs."""
+    """``diversity_e``, ``diversity_n`` (percent) and ``diversity_l`` (tokens) of (source, augmentation) pairs."""
     entity, other, lengths = [], [], []
     for source, augmentation in pairs:
         source_words = set(source.tokens)

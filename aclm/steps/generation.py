@@ -1,19 +1,10 @@
-"""S5: generate augmentations from templates, with mixner.
+"""S5: generate augmentations from templates, with mixner (SPEC §2 S5).
 
-For each training sentence and each of R rounds a fresh template is drawn
-(dynamic masking) and decoded by the fine-tuned generator.  mixner joins the
-skeletons of a sentence and a semantically similar one before masking:
-
-* ``paper``: in each round draw gamma ~ N(0.5, gamma_sigma); mix when gamma > beta,
-  with a neighbour sampled from the top ``retrieval_k``;
-* ``code``: the last ``code_mixed_rounds`` rounds mix, with the 1st, 2nd, ...
-  most similar sentence (the released code: 3 plain + 2 mixed).  With fewer
-  rounds than that (R < 2 by default) every round mixes, the first with the
-  1st neighbour: R = 1 is one round mixed with the nearest sentence;
-* ``off``: never.
-
-Neighbours come from one batched, chunked similarity search over
-Sentence-BERT embeddings; decoding is batched across sentences and rounds.
+Each of R rounds draws a fresh dynamic mask per training sentence and decodes it. mixner joins a
+sentence's skeleton with a Sentence-BERT neighbour's before masking: ``paper`` mixes when
+gamma ~ N(0.5, gamma_sigma) > beta, with a neighbour drawn from the top ``retrieval_k``; ``code`` (the
+released schedule) mixes the last ``code_mixed_rounds`` rounds with the nearest in reverse order (2nd, then
+1st; R below that: every round mixes, R = 1 with the 2nd nearest); ``off`` never.
 """
 
 from __future__ import annotations
@@ -92,13 +83,8 @@ def build_jobs(skeletons: list[list[Piece]], partners: list[list[int | None]], m
 
 
 def decode_keeping_labels(tokenizer, ids: Sequence[int], keep_ids: set[int]) -> str:
-    """Decode, keeping ``keep_ids`` (label tokens; for S5 also the mask token) as separate words and
-    dropping every other special token; a kept unknown piece is written ``<unk>`` whatever the tokenizer
-    calls it.
-
-    Decoding text segments between kept tokens separately keeps detokenisation
-    from gluing a label token to a neighbouring word.
-    """
+    """Decode, keeping ``keep_ids`` (label tokens, mask) as separate words (a kept unknown as ``<unk>``)
+    and dropping other special tokens; segments decode apart, so no label token is glued to a word."""
     words, segment = [], []
     for i in ids:
         if i in keep_ids:
@@ -124,11 +110,8 @@ def batches(jobs: list[Job], codes: Sequence[str], size: int) -> list[list[int]]
 
 
 def input_limit(model, tokenizer) -> int:
-    """The most input tokens the generator accepts: its position table, or its tokenizer's limit if lower.
-
-    Templates are cut only there, never at ``generation.max_length``, which
-    bounds the output: a mixner-joined template is about twice a sentence long.
-    """
+    """The most input tokens the generator accepts (position table or tokenizer limit).  Templates are cut
+    only here, not at ``generation.max_length`` (the output's bound): a mixner template is twice as long."""
     limits = [getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
     return min(n for n in limits if n and n < 1_000_000)
 
@@ -155,17 +138,11 @@ def grammar(tokenizer, classes: TokenClasses | None, templates: Sequence[str], l
 @torch.inference_mode()
 def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens: Sequence[str],
                 codes: Sequence[str], seed: int, device: torch.device) -> tuple[list[str], list[int]]:
-    """Generate one sequence per job, batched; ``codes`` is each job's mBART-50 language code (None: the
-    generator has none).  Returns the decoded texts and the indices of the jobs whose generation reached
-    ``cfg.max_length`` (ended there by the limit, not by the generator: possibly cut).
-
-    ``cfg.constrained`` other than ``off`` adds :class:`aclm.steps.constraints.LabelGrammar` (each batch its own, for
-    its templates' entities); ``off`` calls ``generate`` exactly as the paper's decoding.  With
-    ``cfg.force_first_token`` the first generated token is the one every training target started with (the
-    language code); without it the generator writes that token itself, as the released dynamic mode decodes.
-    """
-    # an unfilled mask, and under the strict reading an <unk>, stay visible: parsing rejects the generation
-    # instead of deleting them (the released reading drops an <unk> with the other special tokens)
+    """Generate one sequence per job, batched by language code; returns the texts and the jobs that
+    reached ``cfg.max_length`` (possibly cut).  ``constrained=off`` calls ``generate`` as the paper does;
+    without ``force_first_token`` the model writes the language code itself, as the released dynamic mode."""
+    # an unfilled mask and (strict reading) an <unk> stay visible, so parsing rejects the generation
+    # (the released reading drops an <unk> with the other special tokens)
     keep_ids = set(tokenizer.convert_tokens_to_ids(list(label_tokens))) | {tokenizer.mask_token_id}
     if cfg.parse == "strict" and tokenizer.unk_token_id is not None:
         keep_ids.add(tokenizer.unk_token_id)
@@ -195,17 +172,9 @@ def decode_jobs(model, tokenizer, jobs: list[Job], cfg: DictConfig, label_tokens
 
 def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str = "strict",
            dedupe: str = "parsed", cut: Sequence[int] = ()) -> tuple[list[GenerationRow], dict]:
-    """Parse every output; drop malformed ones and repeats for the same source, counting each reason.
-    The outputs of the jobs in ``cut`` are ``malformed_truncated`` (they reached the length limit).
-
-    ``parse`` names the reading (``generation.parse``: a key of
-    :data:`aclm.steps.labels.PARSERS`), ``dedupe`` what a repeat is
-    (``generation.dedupe``: ``parsed`` words and tags, the ``raw`` text as
-    the released script compares by default, or ``off``, as its shell scripts
-    run it).  The shared :func:`aclm.steps.screening.screen` decides and counts; copies of the source are left to S6.  Rows keep the
-    job and the decoded text, kept rows also the parsed words and tags, and every
-    row the training sentences its template came from (``sources``: the source, then mixner's partner).
-    """
+    """Parse every output via :func:`aclm.steps.screening.screen`, dropping malformed ones and repeats;
+    jobs in ``cut`` are ``malformed_truncated``. Copies of the source are left to S6. ``sources``: the
+    source, then mixner's partner."""
     reader = PARSERS[parse]
     cut_texts = {outputs[j] for j in cut}      # a text is cut if any job that wrote it reached the limit
 
@@ -229,12 +198,8 @@ def screen(jobs: list[Job], outputs: list[str], types: Sequence[str], parse: str
 def generate_split(load_generator: Callable[[], tuple], skeletons: Sequence[Sequence[Piece]],
                    tokens: Sequence[Sequence[str]], languages: Sequence[str], types: Sequence[str], g: DictConfig,
                    embedder: str | None, seed: int, device) -> tuple[list[GenerationRow], dict]:
-    """S5 over the training split: mixner's partners from the nearest sentences (``embedder``; None: mixner
-    off), R rounds of dynamic masks decoded by the fine-tuned generator, each generation screened.
-
-    ``load_generator`` gives the model and its tokenizer; it is called once the partners are planned, so
-    the retrieval model and the generator are not held at once.
-    """
+    """S5 over the training split (``embedder`` None: mixner off).  ``load_generator`` is called after
+    partners are planned, so the retrieval model and the generator are never held at once."""
     neighbours: list[list[int]] = [[] for _ in skeletons]
     if embedder is not None:
         k = max(g.mixner.retrieval_k, g.mixner.code_mixed_rounds)

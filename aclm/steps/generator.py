@@ -1,10 +1,7 @@
-"""S4: fine-tune mBART-50 to turn templates back into whole labeled sentences.
+"""S4: fine-tune mBART-50 to turn templates back into whole labeled sentences (SPEC §2 S4).
 
-The input is a template (steps 1-3 of S3, dynamic masking redrawn every epoch),
-the target the whole linearized sentence.  The label tokens (``<b-per>`` ...)
-join the vocabulary as special tokens whose embeddings start from words that
-name their type, as MELM does.  Training uses ``Seq2SeqTrainer``; the weights
-of the epoch with the lowest dev loss are kept (in memory, :class:`KeepBestWeights`).
+Input: a template (S3, dynamic mask redrawn every epoch); target: the linearized sentence. Label tokens
+start from words naming their type, as MELM's; the lowest-dev-loss epoch is kept (:class:`KeepBestWeights`).
 """
 
 from __future__ import annotations
@@ -33,8 +30,7 @@ log = logging.getLogger("aclm.steps.generator")
 
 
 def language_code(tokenizer: PreTrainedTokenizerBase, language: str) -> str | None:
-    """The mBART-50 code of an ISO 639-1 language (``en`` -> ``en_XX``); None for a tokenizer that has no
-    language codes at all (the warm-started BERT2BERT generator, which knows one language)."""
+    """The mBART-50 code of a language (``en`` -> ``en_XX``); None for a tokenizer without codes (BERT2BERT)."""
     table = getattr(tokenizer, "lang_code_to_id", None)
     if not table:
         return None
@@ -51,8 +47,7 @@ def set_language(tokenizer: PreTrainedTokenizerBase, code: str | None) -> None:
 
 
 def target_start(tokenizer: PreTrainedTokenizerBase) -> int:
-    """The token every target starts with, which decoding forces first: mBART-50's target language code
-    (``tgt_lang``), BERT's ``[CLS]``."""
+    """The token every target starts with, forced first in decoding: mBART-50's ``tgt_lang`` code, BERT's ``[CLS]``."""
     return tokenizer(text_target="")["input_ids"][0]
 
 
@@ -63,13 +58,8 @@ def target_end(tokenizer: PreTrainedTokenizerBase) -> int:
 
 def add_label_tokens(model, tokenizer: PreTrainedTokenizerBase, types: Sequence[str],
                      init_words: Mapping[str, str]) -> list[str]:
-    """Add ``<b-x>``/``<i-x>`` per type, each embedding starting from :func:`label_words`.
-
-    Without the position word both tokens of a type would start identical, and
-    a small generator confuses them: with the mini generator on en-100, 33% of
-    S5's generations were kept with it and 8-12% without (most of the rest had
-    unpaired label tokens).  Returns every label token.
-    """
+    """Add ``<b-x>``/``<i-x>`` per type, embeddings from :func:`label_words`.  Without its position word a
+    type's two tokens start identical: on en-100 the mini generator's S5 then kept 8-12%, not 33%."""
     tokens = label_tokens(types)
     add_tokens(model, tokenizer, tokens, {t: label_words(t[1:-1], init_words) for t in tokens})
     return tokens
@@ -85,11 +75,8 @@ def load_generator(path: str, language: str, device: torch.device | None = None)
 
 
 class TemplateDataset(Dataset):
-    """(template, linearized sentence) pairs; templates are re-masked at every epoch.
-
-    The masking draw for item ``i`` in epoch ``e`` comes from its own seeded
-    generator, so the same seed gives the same training data in any order.
-    """
+    """(template, linearized sentence) pairs, re-masked every epoch from a generator seeded per (epoch, item),
+    so a seed gives the same data in any order."""
 
     def __init__(self, skeletons: list[list[Piece]], targets: list[str], codes: list[str | None], tokenizer,
                  mask_token: str, max_length: int, seed: int, dynamic: bool = True) -> None:
@@ -123,13 +110,8 @@ class RedrawMasks(TrainerCallback):
 
 
 class KeepBestWeights(TrainerCallback):
-    """Keep a copy of the weights at the evaluation with the lowest dev loss (the first of equal ones, as the
-    trainer's ``load_best_model_at_end`` chooses) and put it back when training ends.
-
-    The trainer's own way writes a checkpoint, weights and optimizer state, after every epoch and reads the
-    best one back: about 8 s of an S4 epoch's 12 s at mBART-50's size on one H200.  The copy lives on the CPU, so
-    the GPU's peak does not grow; tied weights (mBART's shared embeddings) are copied once.
-    """
+    """Copy the weights at the lowest dev loss (first of ties, as ``load_best_model_at_end``) to the CPU and
+    restore them at the end: the trainer's checkpoints took ~8 s of a 12 s mBART-50 epoch on an H200."""
 
     def __init__(self) -> None:
         self.best_loss: float | None = None
@@ -152,8 +134,7 @@ class KeepBestWeights(TrainerCallback):
 
 
 def training_arguments(cfg: DictConfig, work_dir: Path, seed: int, device: torch.device) -> Seq2SeqTrainingArguments:
-    """The generator's training recipe (also MulDA's): one evaluation per epoch, best by dev loss
-    (:class:`KeepBestWeights` keeps it: no checkpoint is written)."""
+    """The generator's recipe (also MulDA's): evaluate every epoch, no checkpoints (:class:`KeepBestWeights`)."""
     return Seq2SeqTrainingArguments(
         output_dir=str(work_dir), num_train_epochs=cfg.epochs, learning_rate=cfg.lr,
         per_device_train_batch_size=cfg.batch_size, per_device_eval_batch_size=cfg.batch_size,
@@ -163,8 +144,7 @@ def training_arguments(cfg: DictConfig, work_dir: Path, seed: int, device: torch
 
 
 def epoch_losses(log_history: Sequence[dict]) -> list[dict]:
-    """Per epoch, the mean of the training losses the trainer logged in it (None: none logged, fewer steps than
-    the logging interval) and the dev loss at its end."""
+    """Per epoch: mean logged training loss (None: fewer steps than the logging interval) and dev loss."""
     rows: list[dict] = []
     for evaluation in (entry for entry in log_history if "eval_loss" in entry):
         start = rows[-1]["epoch"] if rows else 0.0
@@ -185,9 +165,8 @@ def write_loss_table(rows: Sequence[dict], path: Path) -> None:
 
 def cut_targets(tokenizer: PreTrainedTokenizerBase, targets: Sequence[str], max_length: int,
                 labels: Sequence[str]) -> dict[str, int]:
-    """How many ``targets`` ``generator.max_length`` cuts, and how many of those it cuts inside a label pair
-    (an odd count of label tokens is left: the generator learns a malformed target).  A cut target keeps
-    its first ``max_length - 1`` tokens and its end token."""
+    """How many ``targets`` ``generator.max_length`` cuts, and how many inside a label pair (the generator
+    then learns a malformed target)."""
     label_ids = set(tokenizer.convert_tokens_to_ids(list(labels)))
     whole = tokenizer(text_target=list(targets))["input_ids"] if targets else []
     cut = [ids[:max_length - 1] for ids in whole if len(ids) > max_length]
@@ -197,12 +176,8 @@ def cut_targets(tokenizer: PreTrainedTokenizerBase, targets: Sequence[str], max_
 def finetune(cfg: DictConfig, train: tuple[list[list[Piece]], list[str]], dev: tuple[list[list[Piece]], list[str]],
              languages: dict[str, list[str]], types: Sequence[str], out_dir: Path, work_dir: Path, seed: int,
              device: torch.device) -> dict:
-    """Fine-tune ``cfg.model`` on templates; save the best-by-dev-loss model to ``out_dir``.
-
-    ``languages`` gives each train and dev sentence's language, whose mBART-50
-    code starts its source and its target (a generator without language codes
-    has its own first token there).
-    """
+    """Fine-tune ``cfg.model`` on templates; save the best-by-dev-loss model to ``out_dir``.  Each sentence's
+    language code starts its source and target."""
     model, tokenizer = load_generator(cfg.model, languages["train"][0])
     if cfg.label_init == "released":
         add_released(model, tokenizer, types, seed)

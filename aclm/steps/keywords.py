@@ -1,18 +1,11 @@
-"""S2: choose, for every training sentence, the context words its entities attend to.
+"""S2: choose, for every training sentence, the context words its entities attend to (SPEC §2 S2).
 
-The S1 tagger's transformer is run with attentions on; the maps of the chosen
-layers are summed over heads and layers, brought from sub-tokens to words (a
-word *receives* the sum over its sub-tokens and *gives* the mean over them) and
-then from words to entities by the same rule.  Each entity keeps the
-``k = ceil(p * non-entity words)`` candidate words it attends to most; a
-sentence's keywords are the union over its entities.
-
-Variants (``keywords.selection``): ``random`` is ACLM random as a matched
-control, drawing per sentence as many uniformly random candidates as attention
-chose; ``random_released`` is the released code's draw (one per sentence of
-``ceil(p * non-entity, non-punctuation words)``, stop words allowed, also in
-sentences without entities); ``none`` is ACLM only entity.  ``keywords.rule``
-picks the paper's candidate rule or the released code's (module notes below).
+The S1 encoder's attention over the chosen layers is summed over heads and layers, then collapsed from
+sub-tokens to words and words to entities (a node *receives* the sum, *gives* the mean). Each entity keeps
+its top ``k = ceil(p * non-entity words)`` candidates; keywords are the union. ``keywords.selection``:
+``random`` (matched control: as many as attention chose), ``random_released`` (the released draw:
+``ceil(p * non-entity non-punctuation words)``, stop words allowed, entity-free sentences too), ``none``
+(ACLM only entity). Differences from the released S2: docs/reference-code.md.
 """
 
 from __future__ import annotations
@@ -51,23 +44,15 @@ class AttentionUnavailable(RuntimeError):
 
 # --------------------------------------------------------------------------- candidates
 #
-# Two rules (``keywords.rule``):
-# * ``paper``: a word is punctuation when every character is Unicode punctuation
-#   or a symbol; words of every entity are excluded from the candidates.
-# * ``released``: a word is excluded when it contains any ASCII punctuation
-#   character (``'s``, ``u.s.``, ``co-founded``; ``।`` stays); the first word of
-#   every other entity, carrying that entity's summed column, competes for each
-#   entity's top-k slots and is then dropped (leaving that entity fewer
-#   keywords); at p = 0 every candidate becomes a keyword (``argpartition(row, -0)``).
+# ``keywords.rule``: ``paper`` excludes all-punctuation/symbol words and every entity word. ``released``
+# excludes words with any ASCII punctuation (``u.s.``, ``co-founded``; ``।`` stays); every other entity's
+# first word (with its summed column) competes for top-k slots, then is dropped; at p = 0 every candidate
+# is a keyword (``argpartition(row, -0)``).
 
 
 def stopwords(language: str, source: str = "stopwordsiso") -> frozenset[str]:
-    """Lower-cased stop words: ``stopwordsiso`` (the language's list), ``stopwordsiso_all``
-    (the union of the ten MultiCoNER languages' lists, as the released code) or ``none``.
-
-    An unknown language gets an empty list (and a warning) rather than an
-    error, so a new dataset still runs; its keywords may then be stop words.
-    """
+    """Lower-cased stop words: the language's ``stopwordsiso`` list, ``stopwordsiso_all`` (the ten MultiCoNER
+    lists joined, as released) or ``none``.  An unknown language warns and gets none, so a new dataset runs."""
     if source == "none":
         return frozenset()
     if source == "stopwordsiso_all":
@@ -87,17 +72,14 @@ def is_punctuation(word: str, rule: str = "paper") -> bool:
 
 def candidates(tokens: Sequence[str], tags: Sequence[str], stop: frozenset[str], rule: str = "paper") -> list[bool]:
     """Which words may become keywords: outside entities, not punctuation, not stop words (in any case; the
-    released rule matches the lower-case lists as written, so ``The`` stays a candidate)."""
+    released rule matches as written, so ``The`` stays a candidate)."""
     return [tag == "O" and not is_punctuation(word, rule) and (word if rule == "released" else word.lower()) not in stop
             for word, tag in zip(tokens, tags)]
 
 
 def keyword_count(p: float, words: int, available: int) -> int:
-    """``k = ceil(p * words)``, at most ``available`` (the words that may be chosen).
-
-    The product is rounded to 9 decimals first so float noise cannot add a
-    keyword (0.28 * 25 is 7.000000000000001 in floating point, k must be 7).
-    """
+    """``k = ceil(p * words)``, at most ``available``; rounded first so float noise cannot add a keyword
+    (0.28 * 25 is 7.000000000000001)."""
     return min(math.ceil(round(p * words, 9)), available)
 
 
@@ -112,37 +94,21 @@ def _as_group_ids(ids: WordIds | torch.Tensor) -> torch.Tensor:
 
 
 def collapse(attn: torch.Tensor, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
-    """Merge positions into groups: a group gives the mean of its rows and receives the sum of its columns.
-
-    ``attn`` is ``[..., T, T]`` and ``groups`` ``[..., T]`` (-1: dropped); the
-    result is ``[..., G, G]``.  Summing the columns keeps the attention a word
-    receives independent of how finely it is split; averaging the rows keeps
-    the attention it gives a distribution of the same total as one token's.
-    An empty group has zero rows and columns.
-    """
+    """Merge ``[..., T, T]`` into ``[..., G, G]`` (group -1: dropped): a group gives the mean of its rows
+    (a distribution, as one token's) and receives the sum of its columns (independent of how finely it is split)."""
     assign = (groups.unsqueeze(-1) == torch.arange(num_groups, device=groups.device)).to(attn.dtype)
     sizes = assign.sum(dim=-2, keepdim=True).clamp(min=1)
     return (assign / sizes).transpose(-1, -2) @ attn @ assign
 
 
 def word_attention(attn: torch.Tensor, word_ids: WordIds | torch.Tensor, num_words: int) -> torch.Tensor:
-    """Word-level attention ``[..., num_words, num_words]`` from a sub-token map.
-
-    ``word_ids`` is a fast tokenizer's ``word_ids()`` (``None`` for special
-    tokens, which are dropped) or a tensor of them with -1 in those places.
-    """
+    """Word-level attention from a sub-token map; special tokens (``word_ids`` None or -1) are dropped."""
     return collapse(attn, _as_group_ids(word_ids).to(attn.device), num_words)
 
 
 def entity_attention(word_attn: torch.Tensor, tags: Sequence[str]) -> torch.Tensor:
-    """Attention each entity gives to each word, ``[entities, words]``.
-
-    Every entity becomes one node by :func:`collapse`: its row is the mean of
-    its words' rows (the attention it gives) and its column the sum of its
-    words' columns (the attention it receives, which is what an entity-to-
-    entity score reads).  Self-attention is zeroed, so an entity never scores
-    its own words.  Non-entity words stay nodes of their own.
-    """
+    """Attention each entity gives to each word, ``[entities, words]``: entities collapsed to nodes
+    (:func:`collapse`), self-attention zeroed so an entity never scores its own words."""
     spans = bio_spans(tags)
     n = len(tags)
     nodes = torch.arange(n) + len(spans)
@@ -162,12 +128,8 @@ def _candidate_indices(cand_mask: Sequence[bool]) -> list[int]:
 
 def select_by_attention(word_attn: torch.Tensor, tags: Sequence[str], cand_mask: Sequence[bool],
                         p: float, rule: str = "paper") -> list[int]:
-    """ACLM: each entity's top-k candidates by the attention it gives them; union, sorted.
-
-    Ties go to the earlier word (a stable sort over candidates in order).
-    With ``rule="released"`` the first word of every other entity competes for
-    the slots (and is dropped afterwards) and p = 0 keeps every candidate.
-    """
+    """ACLM: union of each entity's top-k candidates by the attention it gives them, sorted.  Ties go to the
+    earlier word (the released ``argpartition`` order is arbitrary); ``released`` rule: the note above."""
     spans = bio_spans(tags)
     if not spans:
         return []
@@ -214,12 +176,8 @@ def subtoken_limit(cfg_limit: int, tokenizer) -> int:
 
 @contextmanager
 def _attention_mode(model) -> Iterator[None]:
-    """Evaluation mode with eager attention (the only kind that returns maps); restored afterwards.
-
-    Models on transformers' attention interface are switched to ``eager``;
-    older ones (XLM-R in 4.57) fall back to eager by themselves whenever
-    ``output_attentions=True``.
-    """
+    """Eval mode with eager attention (the only kind returning maps), restored after; older models (XLM-R in
+    4.57) switch to eager themselves under ``output_attentions=True``."""
     was_training = model.training
     previous = model.config._attn_implementation
     switch = previous != "eager" and model._can_set_attn_implementation()
@@ -305,15 +263,10 @@ def _scores(word_attn: torch.Tensor, tags: Sequence[str], cand_mask: Sequence[bo
 
 def extract_keywords(model, tokenizer, sentences: Sequence[TaggedSentence], cfg: KeywordConfig,
                      language: str, device, seed: int) -> tuple[list[list[int]], list[dict], dict]:
-    """Keyword word-indices for every sentence, an inspection record each, and counts.
+    """Keyword indices for every sentence, an inspection record each, and counts.
 
-    ``model`` is a Hugging Face encoder (the S1 tagger's, moved to ``device``)
-    and ``tokenizer`` its fast tokenizer; both are used only when the
-    selection needs attention (``NEEDS_ATTENTION``).  Sentences without
-    entities, longer than ``cfg.max_subtokens`` sub-tokens (special tokens
-    included) or whose forward pass fails get no keywords and are counted.  A
-    run in which every attempted sentence fails raises, since that is a bug and
-    not a bad sentence.
+    Sentences without entities, too long (``cfg.max_subtokens``) or whose forward pass fails get none and
+    are counted (SPEC §2 S2); if every attempted sentence fails it is a bug, and raises.
     """
     stop = stopwords(language, cfg.stopwords)
     masks = [candidates(s.tokens, s.tags, stop, cfg.rule) for s in sentences]
@@ -351,11 +304,7 @@ def extract_keywords(model, tokenizer, sentences: Sequence[TaggedSentence], cfg:
 
 def keywords_of_split(model, tokenizer, sentences: Sequence[TaggedSentence], languages: Sequence[str],
                       cfg: KeywordConfig, device, seed: int) -> tuple[list[dict], Counter]:
-    """S2 over a whole split: an inspection record per sentence (its keywords among them) and the counts.
-
-    A split may mix languages (the multilingual setting): each language's sentences are chosen from with
-    that language's stop words.
-    """
+    """S2 over a split, each language's sentences with its own stop words (multilingual setting)."""
     records: list[dict] = [{} for _ in sentences]
     counts: Counter = Counter()
     for language in sorted(set(languages)):

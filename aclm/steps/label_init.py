@@ -1,14 +1,9 @@
 """The released S4's first embeddings of the label tokens (``generator.label_init: released``).
 
-``src/bart_pretrain_dynamic_multilingual.py`` adds MultiCoNER's 12 label tokens in the order of a Python
-set difference (line 62), which changes with the process's hash seed: the script leaves ``PYTHONHASHSEED``
-unset, so every run numbers them anew.  Resizing draws the new rows from N(0, 0.02²) (transformers 4.26.1,
-mBART-50's ``init_std``).  Lines 260-283 then add to rows -1 ... -12 the embedding of one of six fixed
-vocabulary ids, rows -k and -k-6 the same one, once through the encoder's matrix and once through the
-decoder's, which in mBART are one tensor: each row gets twice that embedding.  Here the order is the set
-difference's under ``PYTHONHASHSEED`` = the run's seed, and the rows are drawn from a generator seeded with
-it, so a run is repeatable and the seeds spread over the orders the released runs could take
-(docs/reference-code.md).
+The released script (``src/bart_pretrain_dynamic_multilingual.py``) adds the 12 tokens in a set
+difference's order, which changes with the unset ``PYTHONHASHSEED``; new rows are N(0, 0.02²) plus twice
+a fixed id's embedding (encoder and decoder share one tensor). Here ``PYTHONHASHSEED`` and the draw use
+the run's seed: repeatable, and seeds spread over the released orders (docs/reference-code.md).
 """
 
 from __future__ import annotations
@@ -30,8 +25,8 @@ RELEASED_IDS = (57877, 30816, 87632, 51588, 85403, 216487)
 RELEASED_TOKENS = frozenset(label_tokens(["CORP", "CW", "GRP", "LOC", "PER", "PROD"]))
 INIT_STD = 0.02
 
-# A set difference with a set of more than a quarter of its size iterates the left set into a new one, as
-# line 62 does against the 250k-piece vocabulary; the order then depends only on the tokens' hashes.
+# Against a set over a quarter of its size, a set difference iterates the left set into a new one (as line 62
+# against the 250k vocabulary): the order depends only on the tokens' hashes.
 _ORDER = "import json, sys; print(json.dumps(list(set(json.loads(sys.argv[1])) - {'a', 'b', 'c', 'd'})))"
 
 

@@ -1,10 +1,8 @@
-"""The label-token language that ACLM, MulDA and MELM share: how a tagged sentence is written with label
-tokens (``<b-per> john <i-per> smith``), the words a new label token's embedding starts from, and how a
-generated text is read back into words and tags.
+"""The label-token language ACLM, MulDA and MELM share: linearization (SPEC §2 S3), label-token init
+words, and reading generations back (SPEC §2 S6).
 
-A generation is read back by one of :data:`PARSERS`: ``strict`` (the
-project's rule) or ``released`` (the authors' released S5 script, for the
-``reference_code`` profile; docs/reference-code.md lists where they differ).
+:data:`PARSERS`: ``strict`` (the project's) or ``released`` (the released S5 script's; differences in
+docs/reference-code.md, "Reading generations").
 """
 
 from __future__ import annotations
@@ -50,12 +48,12 @@ POSITION_WORDS = {"b": "begin", "i": "inside"}
 
 
 def type_words(etype: str, init_words: Mapping[str, str]) -> str:
-    """``PER`` or ``per`` -> ``person``: the words naming a type in ``init_words`` (any case), else its own name."""
+    """``PER`` -> ``person``: the type's words in ``init_words`` (any case), else its own name."""
     return {k.lower(): v for k, v in init_words.items()}.get(etype.lower(), etype.lower())
 
 
 def label_words(tag: str, init_words: Mapping[str, str]) -> str:
-    """``B-PER`` or ``b-per`` -> ``person begin``: the words a token standing for that tag starts from."""
+    """``B-PER`` -> ``person begin``: the words that tag's label token starts from."""
     prefix, etype = tag.split("-", 1)
     return f"{type_words(etype, init_words)} {POSITION_WORDS[prefix.lower()]}"
 
@@ -80,20 +78,11 @@ def _strip_special(text: str) -> str:
 
 
 def parse_generation(text: str, known_types: Iterable[str], mask_token: str = "<mask>") -> TaggedSentence:
-    """Words and BIO tags of a generation, or :class:`aclm.steps.screening.MalformedGeneration`.
+    """Words and BIO tags of a generation (the strict reading), or :class:`MalformedGeneration`.
 
-    The text is split on whitespace.  Words between a pair of identical label
-    tokens take that tag (should the pair hold several words, the later ones
-    continue the entity as ``I-``); other words are ``O``; a run that starts
-    with ``I-`` becomes ``B-``.  Malformed: a label token of a type not in
-    ``known_types`` (``unknown_tag``), an opening label token not closed by the
-    same token next (``unpaired_tag``), text glued to a label token
-    (``glued_tag``), a pair with no word inside or nothing left at all
-    (``empty``), a mask token the generator left unfilled
-    (``unfilled_mask``: deleting it would silently change the sentence), and
-    an ``<unk>`` that decoding kept in sight (``lost_characters``: the word it
-    stood in lost the characters the tokenizer cannot write, as ``묀`` of
-    ``묀헨글라트바흐``).
+    Words in a pair of identical label tokens take its tag (later words ``I-``); a run opening with ``I-``
+    becomes ``B-``. An unfilled mask is rejected, not deleted (that would change the sentence), and so is
+    a kept ``<unk>`` (its word lost characters, as ``묀`` of ``묀헨글라트바흐``).
     """
     if mask_token in text:
         raise MalformedGeneration("unfilled_mask", repr(text))
@@ -139,14 +128,8 @@ def parse_generation(text: str, known_types: Iterable[str], mask_token: str = "<
 
 
 def _released_rejection(word: str, labels: dict[str, str], mask_token: str) -> str | None:
-    """Why the released validity check refuses ``word`` (None: it passes), as one of the shared reasons.
-
-    That check looks only at a word's first and last characters: a word that
-    starts with ``<`` or ends with ``>`` must be a label token, exactly (lower
-    case).  Text glued inside a word (``a<b-per>b``) passes as a plain word.
-    The generator's mask token is refused whatever it looks like (the released
-    code only met mBART's ``<mask>``, which its check refuses).
-    """
+    """Why the released validity check refuses ``word`` (None: it passes): a word starting with ``<`` or ending
+    with ``>`` must be exactly a label token.  Any mask token is refused (the released code only met ``<mask>``)."""
     if word in labels:
         return None
     if word == mask_token:
@@ -162,20 +145,9 @@ def _released_rejection(word: str, labels: dict[str, str], mask_token: str) -> s
 def parse_generation_released(text: str, known_types: Iterable[str], mask_token: str = "<mask>") -> TaggedSentence:
     """Words and tags as the released S5 script keeps them, or :class:`MalformedGeneration`.
 
-    It accepts a generation whose words pass its check (see
-    :func:`_released_rejection`) and whose label tokens are even in number,
-    then reads label tokens as alternately opening and closing: a pair closed
-    by another label token (``<b-per> x <i-loc>``) is kept, its words take the
-    opening token's tag, an entity opening with ``I-`` keeps it (no repair),
-    and several words inside one pair become one token joined by a space (the
-    released script writes them on one CoNLL line).  An odd count of label
-    tokens is ``unpaired_tag``.
-
-    Where the released script would write broken CoNLL, the clean reading is
-    kept instead: a pair with no word inside (it writes an empty word) is
-    ``empty``, and the text is split at any whitespace, not only at spaces
-    (it writes tabs and line breaks inside words).  An output with no word
-    (the script writes no sentence) is ``empty``.
+    Label tokens alternately open and close (any closes: ``<b-per> x <i-loc>`` is kept), ``I-`` openings
+    are not repaired, a pair's words become one token. Where the script writes broken CoNLL (an empty pair,
+    splitting only at spaces) the clean reading is kept (docs/reference-code.md, "Reading generations").
     """
     labels = _label_tags(known_types)
     words = _strip_special(text).split()
@@ -210,7 +182,7 @@ def parse_generation_released(text: str, known_types: Iterable[str], mask_token:
 
 
 def _label_tags(known_types: Iterable[str]) -> dict[str, str]:
-    """Every label token of ``known_types`` -> its tag as the dataset spells it (``<b-per>`` -> ``B-PER``)."""
+    """Label token -> its tag as the dataset spells it (``<b-per>`` -> ``B-PER``)."""
     return {label_token(f"{prefix}-{etype}"): f"{prefix}-{etype}"
             for etype in _type_lookup(known_types).values() for prefix in "BI"}
 

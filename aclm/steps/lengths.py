@@ -1,10 +1,7 @@
-"""What the generator's length limits cut, counted with its own tokenizer, before anything trains.
+"""What the generator's length limits cut, counted with its own tokenizer before anything trains.
 
-A target is a gold sentence linearised with its label tokens, framed as S4 frames it (the language code,
-the pieces, the end).  S5 writes about as many tokens for a plain round, and about two sentences' worth
-for a mixner round; a mixed output is estimated by joining each sentence with the next one of the file,
-as a stand-in for its nearest neighbour.  With the real mBART-50 vocabulary these shares differ by
-language: Chinese targets are about twice as long as English ones (docs/languages.md).
+A plain S5 output is estimated by S4's target length; a mixner output by joining each sentence with the
+next in the file (a stand-in for its neighbour). Shares differ by language (docs/languages.md, "Lengths").
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ WARN_SHARE = 0.01
 
 @dataclass(frozen=True)
 class Cut:
-    """How many of ``total`` items of one kind a length limit (a config key and its value) cuts."""
+    """How many of ``total`` items a length limit (config key and value) cuts."""
 
     what: str
     key: str
@@ -40,7 +37,7 @@ class Cut:
 
 
 def labelled(tokenizer, sentences: Sequence[TaggedSentence]):
-    """A copy of the generator's tokenizer with the sentences' label tokens, each one token as S4 adds it."""
+    """A copy of the generator's tokenizer with the label tokens added, as S4 adds them."""
     tokenizer = copy.deepcopy(tokenizer)
     tokenizer.add_special_tokens({"additional_special_tokens": label_tokens(entity_types(sentences))},
                                  replace_additional_special_tokens=False)

@@ -1,18 +1,9 @@
-"""The NER tagger (S1 and S7) with flair.
+"""The NER tagger (S1 and S7) with flair (SPEC §2 S1).
 
-Two recipes, one switch (``ner.tagger``):
-
-* ``linear``: ACLM's tagger, a linear layer over the first sub-token of each
-  word of a fine-tuned XLM-RoBERTa, no RNN and no CRF.
-* ``bilstm_crf``: WikiNEuRal's, mean sub-token pooling over the average of the
-  last four layers, a 2-layer BiLSTM and a CRF.
-
-flair's trainer picks the best model by dev F1; :class:`BestInMemory` keeps its
-weights and ``best-model.pt`` is written once, at the end; sub-token states
-become words a batch at a time (:mod:`aclm.steps.subtokens`).  A tagger
-that ends with dev F1 0 or predicts only ``O`` learned nothing: it raises
-:class:`NoLearning` (or warns, with ``ner.on_no_learning=warn``) instead of
-feeding attention maps, the consistency filter and scores downstream.
+``ner.tagger``: ``linear`` (ACLM's: a linear head over each word's first sub-token of a fine-tuned
+XLM-R, no RNN, no CRF) or ``bilstm_crf`` (WikiNEuRal's). The best dev-F1 weights are kept in memory
+and written once. A tagger with dev F1 0 or only ``O`` predictions raises :class:`NoLearning` rather
+than feed attention maps, the consistency filter and scores downstream.
 """
 
 from __future__ import annotations
@@ -47,9 +38,8 @@ LABEL_TYPE = "ner"
 
 
 class FusedAdam(torch.optim.Adam):
-    """Adam with torch's fused kernel (CPU and CUDA): one pass over the weights a step, not one per operation.
-    On 2 shared cores a MiniLM tagger's update took 22-36 ms so, 170-190 ms without: in mini_fast's S1, about
-    a third of the training time."""
+    """Adam with torch's fused kernel: on 2 cores a MiniLM update took 22-36 ms, not 170-190 ms (a third
+    of mini_fast's S1)."""
 
     def __init__(self, params, **kwargs) -> None:
         super().__init__(params, fused=True, **kwargs)
@@ -97,8 +87,8 @@ def label_dictionary(types: Sequence[str]) -> Dictionary:
 
 
 def amp(cfg: DictConfig) -> bool:
-    """Whether flair trains in mixed precision (``ner.use_amp``): ``auto`` on CUDA only, where it pays; the
-    released code (flair 0.11.3) trained in full precision (``reference_code``: false)."""
+    """Mixed precision (``ner.use_amp``): ``auto`` on CUDA only; the released code (flair 0.11.3) trained
+    in full precision (``reference_code``: false)."""
     return flair.device.type == "cuda" if cfg.use_amp == "auto" else bool(cfg.use_amp)
 
 
@@ -128,12 +118,8 @@ class EarlyStopping(TrainerPlugin):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Training ended before its epochs, with no stopping rule met: a Ctrl-C that flair swallowed.
-
-    flair's trainer catches ``KeyboardInterrupt``, keeps the best model so far
-    and returns as if training had finished; raised again here, the stage
-    unwinds unstamped instead of passing for a trained one.
-    """
+    """Training ended early with no stopping rule met: a Ctrl-C flair swallowed (it returns as if done).
+    Raised again so the stage unwinds unstamped."""
 
 
 class EpochCounter(TrainerPlugin):
@@ -149,8 +135,7 @@ class EpochCounter(TrainerPlugin):
 
 
 class EpochTimes(TrainerPlugin):
-    """Seconds each epoch spent training, scoring the dev set, and on the rest (saving the best model, the
-    loss file): what of an epoch is not the model's arithmetic shows in the stage's log and stamp."""
+    """Seconds per epoch training, scoring dev, and the rest (saving), for the stage's log and stamp."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -193,9 +178,8 @@ class EpochTimes(TrainerPlugin):
 
 
 class BestInMemory(TrainerPlugin):
-    """The best dev epoch's weights, copied to CPU memory, in place of flair's ``best-model.pt`` rewritten at
-    every improvement (2.2 GB a write for XLM-R-large) and read back at the end; :func:`train_tagger` writes
-    them once.  Same weights, so the same predictions: only the writes are saved."""
+    """The best dev epoch's weights in CPU memory, instead of flair rewriting ``best-model.pt`` (2.2 GB for
+    XLM-R-large) at every improvement; same weights, only the writes are saved."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -214,9 +198,7 @@ class BestInMemory(TrainerPlugin):
 
 @contextmanager
 def no_dev_predictions_file(tagger: SequenceTagger) -> Iterator[None]:
-    """Inside the block the tagger's evaluation writes no predictions file: flair's trainer asks for the dev
-    set's (``dev.tsv``) at every epoch, a label object per token, and nothing reads it (S7's test predictions
-    are written by :func:`aclm.stages.ner.evaluate_on`)."""
+    """Suppress flair's per-epoch ``dev.tsv`` predictions file, which nothing reads."""
     evaluate = tagger.evaluate
     tagger.evaluate = lambda *args, **kwargs: evaluate(*args, **{**kwargs, "out_path": None})
     try:
@@ -226,11 +208,7 @@ def no_dev_predictions_file(tagger: SequenceTagger) -> Iterator[None]:
 
 
 class EpochProgress(TrainerPlugin):
-    """One progress bar over the epochs, with the ETA, the last dev F1 and the learning rate.
-
-    It stands in for flair's own log, which :func:`quiet_flair` silences: a
-    dump of the whole model and a dozen lines per epoch.
-    """
+    """One bar over the epochs with dev F1 and lr, instead of flair's log (silenced by :func:`quiet_flair`)."""
 
     def __init__(self, epochs: int) -> None:
         super().__init__()
@@ -255,8 +233,7 @@ def _silent_tqdm(*args, **kwargs):
 
 @contextmanager
 def quiet_flair() -> Iterator[None]:
-    """Inside the block flair logs warnings only and draws no bars of its own (the dev set's, every epoch):
-    the progress to watch is :class:`EpochProgress`'s."""
+    """flair logs warnings only and draws no bars of its own inside the block."""
     logger = logging.getLogger("flair")
     level = logger.level
     logger.setLevel(logging.WARNING)
@@ -305,11 +282,7 @@ def tensorboard_plugins() -> list[TrainerPlugin]:
 
 def train_tagger(cfg: DictConfig, train: Sequence[TaggedSentence], dev: Sequence[TaggedSentence],
                  types: Sequence[str], out_dir: Path) -> tuple[Path, dict]:
-    """Train on ``train``, keep the best dev-F1 model; returns its path and how training went.
-
-    The facts say how many epochs trained and why training ended; an
-    interruption raises :class:`TrainingInterrupted` rather than returning.
-    """
+    """Train on ``train``, keep the best dev-F1 model; returns its path and facts (epochs, why it stopped)."""
     corpus = Corpus(train=FlairDatapointDataset(to_flair(train)), dev=FlairDatapointDataset(to_flair(dev)),
                     test=None, sample_missing_splits=False)
     counter, progress, times, best_weights = EpochCounter(), EpochProgress(cfg.epochs), EpochTimes(), BestInMemory()

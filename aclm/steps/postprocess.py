@@ -1,12 +1,8 @@
-"""S6: turn parsed generations into training data, shared by every augmentation method.
+"""S6: turn parsed generations into training data, for every augmentation method (SPEC §2 S6).
 
-Drops augmentations that copy (or nearly copy) their source, compared as the
-tokenizer normalises text (:mod:`aclm.base.text`), unless
-``drop_copies`` is off (the released ACLM code never compares a generation
-with its source), optionally the entity-free ones, and optionally those the
-gold NER model does not tag identically (the consistency filter: the released
-ACLM code, MELM, and WikiNEuRal's "NE confirmation").  Every drop is counted
-by reason.
+Drops, each counted: (near-)copies of the source in normalised text (:mod:`aclm.base.text`; the released
+code never compares, ``drop_copies: off``), optionally entity-free ones, and optionally those S1 does not
+tag identically (consistency filter: released ACLM, MELM, WikiNEuRal's "NE confirmation").
 """
 
 from __future__ import annotations
@@ -26,8 +22,8 @@ def similarity(a: Sequence[str], b: Sequence[str]) -> float:
 
 
 def too_similar(aug: TaggedSentence, sources: Sequence[TaggedSentence], max_similarity: float) -> bool:
-    """A copy of any source, as the tokenizer normalises text (a zh copy whose full-width commas decoding
-    made ASCII is a copy); with max_similarity < 1, anything at least that close to one."""
+    """A copy of any source in normalised text (a zh copy with commas made ASCII is a copy); with
+    max_similarity < 1, anything at least that close."""
     new = normal_form(aug.tokens)
     for src in sources:
         old = normal_form(src.tokens)

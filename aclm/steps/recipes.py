@@ -1,5 +1,4 @@
-"""What the Hugging Face Trainers here share (ACLM's and MulDA's generator, MELM's masked LM): mixed precision
-by device and the evaluation whose weights are kept."""
+"""What the HF Trainers here (ACLM's and MulDA's generator, MELM's masked LM) share: precision, best checkpoint."""
 
 from __future__ import annotations
 

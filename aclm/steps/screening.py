@@ -1,34 +1,13 @@
-"""Screening generations: one list of reasons to drop one, one function that drops and counts.
+"""Screening generations: why one is dropped, and the one function that drops and counts (SPEC §2 S5).
 
-Every augmentation method ends its generation the same way: each candidate
-is read back as a tagged sentence (or found malformed), then dropped when it
-copies a sentence it came from or repeats an earlier candidate of the same
-source, and every drop is counted by reason.  ACLM (S5), LwTR, DAGA, MulDA
-and MELM all call :func:`screen`, so their counts (the ``generation`` entry
-of ``report.json``) have the same keys, :data:`COUNT_KEYS`:
-
-``generated``
-    candidates screened;
-``kept``
-    the new, well-formed ones;
-``duplicate``
-    repeats an earlier candidate of the same source (same words, as the
-    tokenizer normalises them (:mod:`aclm.base.text`), and tags;
-    for the methods that generate from scratch, any earlier candidate).
-    :data:`DEDUPE` says what counts as a repeat: the same words and tags
-    (``parsed``), the same generated text, malformed or not, checked before
-    parsing as the released ACLM script does (``raw``), or nothing (``off``:
-    the released LwTR files keep repeats);
-``copy``
-    reproduces a sentence it came from: its source (LwTR; MELM: its seed or
-    its gold source) or, generating from scratch, any training sentence
-    (DAGA, MulDA).  ACLM never drops one here (zero): its S6 does, counted
-    there as ``copy_of_source``, with its near-copy threshold;
-``malformed_<reason>``
-    not a tagged sentence, for each reason of :data:`REASONS`; a method
-    that cannot produce a reason counts zero for it.
-
-Each candidate's row status is one of these keys but ``generated``.
+ACLM's S5, LwTR, DAGA, MulDA and MELM all call :func:`screen`, so their ``report.json`` counts share
+:data:`COUNT_KEYS`; a row's status is one of them but ``generated``:
+- ``duplicate``: repeats an earlier candidate of the same source (from scratch: any earlier one), judged
+  per :data:`DEDUPE`: ``parsed`` words (normalised, :mod:`aclm.base.text`) and tags, ``raw`` text before
+  parsing as the released ACLM script, or ``off`` (the released LwTR files keep repeats);
+- ``copy``: reproduces its source (LwTR; MELM: seed or gold source) or, from scratch (DAGA, MulDA), any
+  training sentence. Always 0 for ACLM: its S6 drops copies as ``copy_of_source``, with a near-copy threshold;
+- ``malformed_<reason>``: not a tagged sentence (:data:`REASONS`).
 """
 
 from __future__ import annotations
@@ -92,17 +71,9 @@ def screen(sources: Sequence[Hashable], outputs: Sequence[Any],
            dedupe: str = "parsed") -> tuple[list[Screened], dict[str, int]]:
     """Read back, drop and count every candidate, in order.
 
-    ``sources[i]`` is candidate ``i``'s source key (the same key for every
-    candidate of a method that generates from scratch, e.g. None); repeats
-    are looked for among the earlier candidates with the same key.
-    ``outputs[i]`` is what was generated: given ``parse``, it is parsed with
-    it (which raises :class:`MalformedGeneration`); without, it is already a
-    :class:`TaggedSentence` or a :class:`MalformedGeneration`.
-    ``is_copy(i, sentence)`` says whether candidate ``i`` reproduces a
-    sentence it came from (checked before repeats; a copy is not remembered
-    as seen).  ``dedupe`` is one of :data:`DEDUPE`; with ``raw`` the outputs
-    must be hashable (the generated texts).  Returns one :class:`Screened`
-    per candidate, and counts with every key of :data:`COUNT_KEYS`.
+    Repeats are sought among earlier candidates with the same ``sources`` key (from scratch: one key for
+    all). Without ``parse``, outputs are already sentences or :class:`MalformedGeneration`; ``raw`` dedupe
+    needs hashable outputs. ``is_copy`` is checked before repeats, and a copy is not remembered as seen.
     """
     if len(sources) != len(outputs):
         raise ValueError(f"{len(sources)} sources for {len(outputs)} outputs")

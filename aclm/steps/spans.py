@@ -1,16 +1,9 @@
-"""A span tagger (GLiNER, Zaratiana et al., NAACL 2024) on the project's sentences, scored as every tagger is.
+"""A span tagger (GLiNER, Zaratiana et al., NAACL 2024) scored as every tagger is (docs/reproducing.md).
 
-GLiNER reads a sentence as text and returns entity spans as character offsets, for entity types given by name
-(``gliner.labels``: ``PER`` -> ``person``; a type not listed is prompted lower-cased).  A sentence's words are
-joined with single spaces; a predicted span becomes the words its characters cover, in BIO tags over the
-sentence's own words, so the project's scorer (seqeval's span F1) scores it on the same test sets as the
-flair taggers.  Training goes the same way back: each gold entity is given to GLiNER as the span of its own
-words' tokens (GLiNER splits ``U.S.`` into four), so the model sees one tokenisation in training and in use.
-
-``gliner.model`` is a pretrained GLiNER (a hub id or a folder: ``urchade/gliner_multi-v2.1``), or
-``encoder:<encoder>``: a GLiNER built over that encoder with no span pretraining (the miniature's span model
-on MiniLM).  Fine-tuning is the package's own trainer (Hugging Face's), with the dev F1 of this scorer taken
-after every epoch and the best epoch's weights kept (:class:`BestOnDev`).
+Words are joined with single spaces; predicted character spans map back to BIO over the sentence's words,
+so seqeval scores GLiNER on the same test sets as flair. In training each gold entity is the span of
+GLiNER's own tokens (it splits ``U.S.`` into four): one tokenisation in training and use.
+``encoder:<encoder>`` builds a GLiNER with no span pretraining over that encoder.
 """
 
 from __future__ import annotations
@@ -54,8 +47,7 @@ def word_offsets(words: Sequence[str]) -> list[tuple[int, int]]:
 
 
 def spans_to_bio(words: Sequence[str], entities: Sequence[dict], names: dict[str, str]) -> list[str]:
-    """BIO tags over ``words`` from GLiNER's character spans (``start``, ``end``, ``label``: a prompted name);
-    an entity that would start inside a word already tagged is dropped."""
+    """BIO tags over ``words`` from GLiNER's character spans; an entity overlapping a tagged word is dropped."""
     by_name = {name: t for t, name in names.items()}
     tags = ["O"] * len(words)
     for entity in sorted(entities, key=lambda e: (e["start"], -e["end"])):
@@ -78,7 +70,7 @@ def predict_tags(model, sentences: Sequence[TaggedSentence], names: dict[str, st
 
 
 def training_example(model, sentence: TaggedSentence, names: dict[str, str]) -> dict:
-    """A gold sentence as GLiNER trains on it: its own tokens of the joined text, each entity a token span."""
+    """A gold sentence as GLiNER trains on it: GLiNER's tokens of the joined text, entities as token spans."""
     text = " ".join(sentence.tokens)
     tokens = list(model.data_processor.words_splitter(text))
     offsets = word_offsets(sentence.tokens)
@@ -92,8 +84,7 @@ def training_example(model, sentence: TaggedSentence, names: dict[str, str]) -> 
 
 
 class BestOnDev(TrainerCallback):
-    """After every epoch, the dev F1 of this project's scorer; the best epoch's weights kept in memory (the
-    first of equals) and put back when training ends."""
+    """Score dev with the project's scorer every epoch; restore the best (first of equals) at the end."""
 
     def __init__(self, model, dev: Sequence[TaggedSentence], names: dict[str, str], cfg: DictConfig):
         self.model, self.dev, self.names, self.cfg = model, dev, names, cfg

@@ -1,16 +1,9 @@
-"""Words from sub-tokens, a whole batch at once.
+"""Words from sub-tokens, a whole batch at once (a speed patch for flair 0.15).
 
-flair 0.15's ``TransformerWordEmbeddings`` turns a batch's sub-token states
-into word embeddings with two loops over its sentences
-(``combine_strided_tensors``, which stitches a long sentence's windows back
-together, and ``fill_masked_elements``, which keeps each word's first
-sub-token).  Each sentence's boolean-mask indexing waits for the GPU, so a
-batch of 64 dev sentences stalls the CPU 128 times.  :func:`batched_subtokens`
-makes the same copies for the whole batch in one indexing operation where
-that is the same operation: every sentence fits one window, every word has a
-sub-token.  Otherwise (a sentence longer than the encoder's window, a word
-without sub-tokens) flair's own loop runs.  Values are copied, never
-computed, so every result is bitwise flair's (tests/test_tagger_cost.py).
+flair's ``combine_strided_tensors`` and ``fill_masked_elements`` loop over sentences, each waiting for the
+GPU (a 64-sentence batch stalls the CPU 128 times). :func:`batched_subtokens` does one indexing for the
+batch when every sentence fits one window and every word has a sub-token, else falls back to flair.
+Values are copied, never computed: bitwise flair's (tests/test_tagger_cost.py).
 """
 
 from __future__ import annotations
@@ -28,8 +21,7 @@ FLAIR_FILL = transformer.fill_masked_elements
 
 def combine_windows(hidden_states: torch.Tensor, overflow_to_sample_mapping: torch.Tensor, half_stride: int,
                     max_length: int, default_value: int) -> torch.Tensor:
-    """flair's ``combine_strided_tensors``: each sentence's states padded to ``max_length`` with
-    ``default_value``; one copy for the batch when no sentence was split into windows."""
+    """flair's ``combine_strided_tensors``, one copy for the batch when no sentence spans windows."""
     sentences = overflow_to_sample_mapping.numel()
     if sentences == 0 or int(overflow_to_sample_mapping[-1]) + 1 != sentences:   # a sentence spans windows
         return FLAIR_COMBINE(hidden_states, overflow_to_sample_mapping, half_stride, max_length, default_value)
@@ -40,8 +32,7 @@ def combine_windows(hidden_states: torch.Tensor, overflow_to_sample_mapping: tor
 
 def fill_words(all_token_embeddings: torch.Tensor, sentence_hidden_states: torch.Tensor, mask: torch.Tensor,
                word_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """flair's ``fill_masked_elements``: sentence i's masked sub-token states, in order, become its first
-    ``lengths[i]`` word embeddings; one scatter for the batch when every word has its sub-token."""
+    """flair's ``fill_masked_elements``, one scatter for the batch when every word has its sub-token."""
     keep = mask & (word_ids >= 0)
     if not torch.equal(keep.sum(dim=1), lengths.to(keep.device)):   # a word without sub-tokens: flair's zeros
         return FLAIR_FILL(all_token_embeddings, sentence_hidden_states, mask, word_ids, lengths)

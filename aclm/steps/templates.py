@@ -1,15 +1,9 @@
-"""S3: the generator's templates.
+"""S3: the generator's templates (SPEC §2 S3).
 
-A template keeps a sentence's entities (linearized: ``<b-per> john <b-per>``)
-and its keywords, and masks everything else.  It is built in three steps:
-selective masking and linearization (:func:`skeleton`), an optional mixner
-join of two sentences (:func:`join`), then dynamic masking of some keywords
-(:func:`dynamic_mask`), redrawn every epoch and every generation round.
-Keeping the sentence as pieces until :func:`render` is what lets mixner join
-two sentences before the keywords are masked.
-
-The label tokens that mark the entities, and reading a generation back, are
-:mod:`aclm.steps.labels`, the language ACLM shares with MulDA and MELM.
+Entities (linearized) and keywords stay, all else is masked: :func:`skeleton` (steps 1-2), an optional
+mixner :func:`join`, then :func:`dynamic_mask` (step 3), redrawn every epoch and round. Sentences stay
+pieces until :func:`render`, so mixner can join two before keywords are masked. Label tokens:
+:mod:`aclm.steps.labels`.
 """
 
 from __future__ import annotations
@@ -87,9 +81,8 @@ def render(pieces: Sequence[Piece], mask_token: str) -> str:
 
 
 def templates_of_split(rows: Sequence[Mapping], mask_token: str, seed: int) -> list[dict]:
-    """S3 over a whole split: each of S2's rows (tokens, tags, keywords) with its skeleton (``pieces``), its
-    linearized sentence (``target``, what the generator learns to write), its template and one example of
-    dynamic masking."""
+    """S3 over a split: each S2 row with its ``pieces``, ``target`` (what S4 learns to write), template and
+    one dynamic-masking example."""
     out = []
     for i, row in enumerate(rows):
         pieces = skeleton(TaggedSentence(row["tokens"], row["tags"]), row["keywords"])

@@ -1,40 +1,12 @@
 """Paper tables from run results: ours (mean ± std over seeds) beside the paper's numbers.
 
-The layout comes from the grid (``configs/grids/<table>.yaml``): its index
-templates give each run's row in the reference CSV, its block columns say
-which value of result.json fills which column.  A table entry aggregates the
-seeds of one (row, column):
-
-* ``ok``      at least one seed has a value: ``mean ± std (paper; ours - paper)``,
-  with ``[n=k]`` when fewer seeds than asked for are in, and ``[warned: k]``
-  when k of its seeds finished with a warning in their result (a tagger that
-  learned nothing, an S6 that kept nothing): they count, and the report
-  lists what they say;
-* ``failed``  no value, and a run (or the S1 / ACLM run it needs) left
-  ``failed.json``: shown with its error;
-* ``missing`` no value and no failure: ``—``.
-
-A grid with ``average_datasets`` (Tables 10, 11) first averages each seed's
-values over the grid's datasets; a seed counts only when all have a value.
-
-Every report names the code its runs ran (each result's commit and the digest
-of its uncommitted changes; the CSV per entry, with the config hashes) and
-the test sets each side scored on: the paper's (the grid's
-``reference.test_set``) and ours, as the runs' result.json recorded them
-(for MultiCoNER: the data folder's held-out slices or the official test sets).
-
-Significance: in each column and row group (the row keys other than the
-method), the compared method (ACLM) against the baseline with the highest
-mean, by Welch's t-test over seeds (``scipy.stats.ttest_ind(equal_var=False)``);
-"n/a" when either side has fewer than two seeds.  A grid whose ``compare`` names a
-``control`` (``gold_only_tuned`` in the miniature grids; ``--against`` for
-the tables of any runs) also tests every other entry against the control's
-in the same column and row group: ``[p=0.015]`` after the entry, ``p_control``
-in the CSV.
-
-A grid's table is :func:`build_report`; the runs no grid lists (any run
-folders, :mod:`aclm.tables.tabulate_runs`) go through the same :func:`assemble`,
-with a grid made for them.  Both read runs as :class:`aclm.tables.runs.Run`.
+The grid gives the layout: its index templates place each run's row in the reference CSV, its block columns say
+which value of result.json fills which column.  An entry is ``ok`` (some seed has a value), ``failed`` (no value,
+and the run or the S1 / ACLM run it needs left ``failed.json``) or ``missing``.  Significance: Welch's t-test over
+seeds of the compared method against the baseline with the highest mean per column and row group, and of every
+entry against the grid's ``compare.control`` where it names one.  A grid's table is :func:`build_report`; tables
+of any runs (:mod:`aclm.tables.tabulate_runs`) go through the same :func:`assemble`.  Reading a table:
+docs/reproducing.md.
 """
 
 from __future__ import annotations
@@ -62,8 +34,7 @@ from aclm.tables.perplexity import perplexity
 from aclm.tables.runs import FAILED, MISSING, OK, Run, compared, differing, method_id, of_cell, shown
 
 DASH = "—"
-#: the suffix of the column of a run's own dev F1, the score its model selection used, named after the run's first
-#: column (``en (dev)``) and shown beside it; never compared with the paper's nor tested for significance
+#: suffix of the column of a run's dev F1 (``en (dev)``), shown beside its first one; never compared nor tested
 DEV = " (dev)"
 #: The row of Gold-only trained on twice the gold (:func:`annotate_more`).
 ANNOTATE_MORE = "Gold-only at 2N gold"
@@ -95,8 +66,7 @@ def lookup(result: dict, path: str) -> Optional[float]:
 
 
 def warning_of(result: dict) -> Optional[str]:
-    """What a finished run's result says is wrong with it: its warnings, and a tagger that learned nothing
-    (dev F1 0), which results written before the scoring stage recorded it say only by their ``dev_f1``."""
+    """A finished run's warnings, and a tagger that learned nothing (older results say so only by ``dev_f1`` 0)."""
     found = [str(w) for w in result.get("warnings") or []]
     if result.get("dev_f1") == 0 and not any("learned nothing" in w for w in found):
         found.append("its tagger learned nothing (dev F1 0)")
@@ -104,8 +74,7 @@ def warning_of(result: dict) -> Optional[str]:
 
 
 def code_of(result: dict) -> str:
-    """The code a result was made by: its commit (7 digits), then ``+`` and 7 digits of the digest of the
-    uncommitted changes when the tree had some."""
+    """A result's code: its commit (7 digits), then ``+`` and 7 digits of the uncommitted diff's digest if dirty."""
     checkout = result.get("checkout") or {}
     commit = str(checkout.get("commit") or "")[:7] or "not recorded"
     return commit + (f"{UNCOMMITTED}{str(checkout.get('diff_sha256') or '?')[:7]}" if checkout.get("dirty") else "")
@@ -155,8 +124,7 @@ def collect(grid: Grid, runs: Sequence[Run], perplexity_fn: Optional[PerplexityF
 
 
 def combined(parts: pd.DataFrame) -> dict:
-    """The mean of ``parts``' scores when all are ok; else failed (any failed) or missing, with the first error.
-    Their warnings, code and config hashes go along."""
+    """The mean of ``parts``' scores when all are ok; else failed (any failed) or missing, with the first error."""
     states = set(parts["status"])
     status = OK if states == {OK} else FAILED if FAILED in states else MISSING
     errors = parts["error"].dropna()
@@ -166,12 +134,8 @@ def combined(parts: pd.DataFrame) -> dict:
 
 
 def average_datasets(long: pd.DataFrame, grid: Grid) -> pd.DataFrame:
-    """Per seed, each entry's mean over the datasets of the grid (the paper's average over languages).
-
-    A seed's average needs every dataset's value: the paper's numbers are
-    averages over all of them, and one over fewer would not compare.  A
-    failure or gap names its dataset.
-    """
+    """Per seed, each entry's mean over the grid's datasets (the paper's average over languages); a seed counts only
+    with every dataset's value, as the paper's averages do.  A failure or gap names its dataset."""
     keys = [*grid.index, "column", "method_id", "seed"]
     rows = []
     for key, group in long.groupby(keys, sort=False):
@@ -254,9 +218,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def against_control(summary: pd.DataFrame, grid: Grid) -> pd.Series:
-    """Each entry's Welch p against the control's entry (``compare.control``) in its column and row group: the
-    protocol's question of every method, not only of the compared one (NaN: the control itself, a dev column,
-    no control entry, or fewer than two seeds a side).  Rows labelled apart are entries of their own ids."""
+    """Each entry's Welch p against the control's (``compare.control``) in its column and row group (NaN: the
+    control itself, a dev column, no control entry, or fewer than two seeds a side)."""
     control, keys = grid.compare.get("control"), [*group_keys(grid), "column"]
     if not control or summary.empty:
         return pd.Series(math.nan, index=summary.index, dtype=float)
@@ -298,8 +261,7 @@ def shorten(text: str, width: int = 60) -> str:
 
 
 def entry_text(row: pd.Series, with_paper: bool = True) -> str:
-    """``mean ± std (paper; diff) [n=k] [warned: k]``, ``FAILED: error (paper)`` or ``— (paper)``; without the
-    parenthesis when no paper stands beside."""
+    """``mean ± std (paper; diff) [n=k] [p=…] [warned: k]``, ``FAILED: error (paper)`` or ``— (paper)``."""
     ok = row["status"] == OK
     paper = ""
     if with_paper:
@@ -422,9 +384,8 @@ STATED = ("generation.mixner.mode", "generation.mixner.gamma_sigma", "generator.
 
 
 def settings_notes(runs: Sequence[Run]) -> list[str]:
-    """Per method, the :data:`STATED` keys and the config keys whose values differ between its runs in the
-    table (``key=a | b``), as the tables of any runs label their rows: a table never mixes settings silently
-    (configs not recorded: unset).  A generator from models/tiny is marked as random weights."""
+    """Per method, the :data:`STATED` keys and those whose values differ between its runs (``key=a | b``): a table
+    never mixes settings silently.  A generator from models/tiny is marked as random weights."""
     configs: dict[str, list[dict[str, str]]] = {}
     for run in runs:
         if run.result is not None:
@@ -442,8 +403,7 @@ def settings_notes(runs: Sequence[Run]) -> list[str]:
     return notes
 
 
-#: What a family of MultiCoNER test sets is, said beside the paper's test sets: the slice's test.conll and the
-#: official release (configs/datasets.yaml) differ only by name.
+#: What a family of MultiCoNER test sets is, said beside the paper's (the slices and the release differ only by name).
 TEST_SET_KINDS = {
     "multiconer/": "the held-out 2,000-sentence slices of the MultiCoNER v1 train sets (multiconer/<lang>), "
                    "not the official test sets",
@@ -452,15 +412,8 @@ TEST_SET_KINDS = {
 
 
 def test_sets(paper: Optional[str], runs: Sequence[Run]) -> str:
-    """Which test sets the paper's numbers (``paper``, a grid's ``reference.test_set``; None: no paper) and ours
-    come from.
-
-    Ours are the runs' datasets and every test set they scored on, each with
-    its registered test file (a dataset folder has none registered) and the
-    sentence counts the runs recorded (``sizes`` in result.json), then what
-    those are (:data:`TEST_SET_KINDS`): read from what a run recorded, so a
-    table on the held-out slice never passes for one on the official test sets.
-    """
+    """Which test sets the paper's numbers (the grid's ``reference.test_set``) and ours come from, ours as the runs
+    recorded them, so a table on the held-out slices never passes for one on the official test sets."""
     specs = registry()
     counts: dict[str, set[int]] = {}
     kinds: dict[str, None] = {}
@@ -493,10 +446,9 @@ def averaging_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
 
 
 def annotate_more(grid: Grid, runs: Sequence[Run]) -> list[Run]:
-    """``runs``, with Gold-only at 2N gold as a row of size N wherever the grid ran both: what annotating N more
-    sentences buys, beside what each method buys (the paper's Table 1: ACLM at 100 gold averages 39.47, Gold-only
-    at 200 gold 38.06).  Placed after the seed's Gold-only run at N; never compared with the paper's numbers.
-    The 2N run may come from another block of the same dataset and overrides (a block of Gold-only alone)."""
+    """``runs`` with Gold-only at 2N gold as a row of size N wherever the grid ran both: what annotating N more buys
+    (Table 1: ACLM at 100 gold 39.47, Gold-only at 200 38.06).  Never compared with the paper; the 2N run may come
+    from another block of the same dataset and overrides."""
     if not any("{gold}" in template for template in grid.index.values()):
         return list(runs)
 
@@ -514,9 +466,8 @@ def annotate_more(grid: Grid, runs: Sequence[Run]) -> list[Run]:
 
 
 def chosen_on_dev(grid: Grid, runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
-    """The runs as the table shows them: in a block that chooses on dev, each (setting, method, seed)'s sweep point
-    with the best dev F1 (the first in sweep order on a tie; with none scored, the first, which shows why) stands
-    for the method; and per setting and method, the points chosen per seed and the dev curve (mean dev F1 a point)."""
+    """The runs as the table shows them: in a block choosing on dev, each (setting, method, seed)'s sweep point with
+    the best dev F1 (the first on a tie or with none scored) stands for the method; and notes of what was chosen."""
     kept, points = [], {}
     for run in runs:
         if grid.blocks[run.block].choose == "dev":
@@ -542,8 +493,7 @@ def chosen_on_dev(grid: Grid, runs: Sequence[Run]) -> tuple[list[Run], list[str]
 
 
 def runtime_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
-    """Per method, the mean wall time of a run: every stage of its chain as its result.json timed them, the
-    setting's shared S0 and S1 counted whole (what one run of it alone costs), with the number of runs."""
+    """Per method, a run's mean wall time over every stage of its chain, the shared S0 and S1 counted whole."""
     seconds: dict[str, list[float]] = {}
     for run in runs:
         if run.result is not None and run.result.get("timings"):
@@ -556,8 +506,7 @@ def runtime_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
 
 
 def parameters_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
-    """Per method, the trainable parameters one run fine-tunes (:mod:`aclm.tables.parameters`), from the config
-    of its first run that has one."""
+    """Per method, the trainable parameters a run fine-tunes (:mod:`aclm.tables.parameters`)."""
     configs: dict[str, dict] = {}
     for run in runs:
         if run.result is not None and run.result.get("config"):
@@ -570,8 +519,7 @@ def parameters_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
 
 
 def code_notes(long: pd.DataFrame, grid: Grid) -> list[str]:
-    """Which code made the results: each commit (and digest of uncommitted changes) with its count of runs; the
-    CSV says it per entry."""
+    """Which code made the results: each commit (and uncommitted diff's digest) with its count of runs."""
     ran = long[long["status"] == OK].drop_duplicates([*grid.index, "method_id", "seed", "run_dataset"])
     if ran.empty:
         return []
@@ -583,8 +531,7 @@ def code_notes(long: pd.DataFrame, grid: Grid) -> list[str]:
 
 
 def run_lines(rows: pd.DataFrame, grid: Grid, text: str) -> list[str]:
-    """One line per run and message: ``<row> <column> seed <s>: <message>``; a message shared by every column
-    of a run is said once, under its first column."""
+    """``- <row> <column> seed <s>: <message>`` per run and message; one shared by a run's columns is said once."""
     rows = rows.drop_duplicates([*grid.index, "method_id", "seed", "run_dataset", text])
     return [f"- {' '.join(str(r[k]) for k in grid.index)} {r['column']} seed {r['seed']}: {shorten(r[text], 300)}"
             for _, r in rows.iterrows()]
@@ -647,9 +594,7 @@ def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Opt
 def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[pd.DataFrame],
              reference_columns: list[str], tested: Optional[str], perplexity_fn: Optional[PerplexityFn] = None,
              notes: Sequence[str] = ()) -> Report:
-    """The report of ``runs`` laid out by ``grid``: ``reference`` holds the paper's numbers in long form
-    (index columns, column, paper; None: none), ``tested`` the test-set line, ``notes`` further lines beside the
-    table."""
+    """The report of ``runs`` laid out by ``grid``, beside ``reference`` (the paper's numbers; None: none)."""
     shown, choices = chosen_on_dev(grid, runs)
     long = collect(grid, annotate_more(grid, shown), perplexity_fn)
     summary = summarize(long, grid, reference)
@@ -681,9 +626,8 @@ def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
 # --- Table 3: perplexity of each run's augmentations ----------------------------------------
 
 class PerplexityCache:
-    """Perplexity per (aug.conll content, model and its weights, mode, the scoring code), kept in a JSON file so
-    re-aggregating is free; weights rebuilt or downloaded anew under the same name, or an edit of the scoring
-    code, score again (the model's identity as a stage's: :func:`aclm.engine.identity.model_reads`)."""
+    """Perplexity per (aug.conll content, model and its weights, mode, scoring code), kept in a JSON file so that
+    re-aggregating is free; new weights under the same name, or edited scoring code, score again."""
 
     def __init__(self, path: Path, mode: str = "sentence", device: Optional[str] = None):
         self.path, self.mode, self.device = Path(path), mode, device

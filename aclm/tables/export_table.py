@@ -1,17 +1,10 @@
 """A table's artifacts in one folder another researcher can take: what each cell trained on and predicted.
 
-    <out>/<profile>/<table>/
-        README.md           the card: profile, commits, test sets, how each file was made, what is missing
-        index.jsonl         one line per cell (``datasets.load_dataset("json", data_files=...)`` reads it)
-        cells/<dataset>/gold<N>/seed<S>/<method>[@<variant>]/
-            gold/train.conll gold/dev.conll     the gold sample the cell's run drew (S0)
-            gold+aug.conll aug.conll report.json   a method's training set, its augmentations, what S6 dropped
-            predictions/<test set>.conll        the scored tagger's predictions (word, gold tag, predicted tag)
-            result.json                         the run's scores, config and checkout
-            MODEL_CARD.md                       the run in words: data, models, scores, command, hardware, code
-
-Files are copied, not linked, so the folder (or its ``.tar.gz``) stands alone.  A cell that failed or
-never ran has an index line saying so and no files.
+``<out>/<profile>/<table>/`` holds a README card, ``index.jsonl`` (one line per cell) and, per cell under
+``cells/<dataset>/gold<N>/seed<S>/<method>[@<variant>]/``, its gold sample, training set, augmentations, S6
+report, predictions, result.json and MODEL_CARD.md (:func:`card` says what each is; usage: docs/reproducing.md).
+Files are copied, not linked, so the folder (or its ``.tar.gz``) stands alone.  A cell that failed or never ran
+has an index line saying so and no files.
 """
 
 from __future__ import annotations
@@ -38,8 +31,7 @@ FIELDS = ("table", "profile", "dataset", "gold", "seed", "method", "variant", "s
 
 
 def export_table(grid: Grid, cells: Sequence[Cell], profile: str, out: Path, tar: bool = False) -> Path:
-    """Copy every cell's artifacts under ``out/<profile>/<table>``, with the index and the card; the folder
-    (or, with ``tar``, its ``.tar.gz``)."""
+    """Copy every cell's artifacts, the index and the card under ``out/<profile>/<table>``; the folder or tarball."""
     root = Path(out) / profile / grid.name
     shutil.rmtree(root, ignore_errors=True)
     runs = [of_cell(cell) for cell in cells]      # as the table reads them: a stale result is missing

@@ -1,12 +1,9 @@
 """Trainable parameters a method's run fine-tunes, counted from the models' configs (no weights loaded).
 
-Every run trains the tagger's encoder (``ner.model``, fine-tuned); a generating method also fine-tunes its
-pretrained generator (the method table's ``generator`` section, MELM's ``melm.model``); GLiNER fine-tuned its
-span tagger (``gliner.model``: an ``encoder:`` one counts as its encoder, a pretrained one as unknown), GLiNER
-zero-shot nothing; the LLM method's model is prompted, not trained, and is named so.  The count is the
-encoder's or the generator's whole model as transformers builds it on the ``meta`` device, so it costs no
-memory and no download where the config is local; a model whose config is not here counts as unknown.  The
-tagger's linear head (a few thousand weights) and DAGA's own LSTM are left out, and said to be.
+Counted: the tagger's encoder, a generating method's pretrained generator, a fine-tuned GLiNER (an ``encoder:``
+one as its encoder; a pretrained one is unknown).  The LLM method's model is prompted, not trained, and named so.
+Models are built on the ``meta`` device from local configs (none here: unknown), so counting costs no memory and
+no download.  The tagger's linear head and DAGA's own LSTM are left out, and said to be.
 """
 
 from __future__ import annotations

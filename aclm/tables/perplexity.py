@@ -1,17 +1,10 @@
 """Perplexity of augmentations under a causal LM (ACLM Table 3: GPT-2).
 
-The paper reports "the perplexity of the augmentations" under GPT-2 without
-saying how sentences are pooled.  We read it as a property of each
-augmentation, averaged over them (``mode="sentence"``: the mean over
-sentences of exp(mean token NLL of the sentence)); ``mode="corpus"`` gives
-exp(total NLL / total tokens) instead, which weights long sentences more and
-is less sensitive to short outliers.  Every sentence is scored after the
-model's BOS token, so its first word is predicted too, and cut to the
-model's context length.
-
-Sentences are scored in padded batches with an attention mask, so a
-sentence's score does not depend on what it is batched with.  transformers
-is loaded with the language model: a table without perplexity never needs it.
+The paper does not say how sentences are pooled; we read it per augmentation: ``mode="sentence"`` is the mean
+over sentences of exp(mean token NLL), ``mode="corpus"`` exp(total NLL / total tokens), which weights long
+sentences more.  Each sentence is scored after the model's BOS token (so its first word counts), cut to the
+context length, in padded batches with an attention mask so that its score does not depend on its batch.
+transformers loads with the model: a table without perplexity never needs it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """One run as every table reads it: where it sits, and what its result.json (or failed.json) says.
 
-A paper table makes its runs from its grid's cells (:func:`of_cell`: a stale
-result is missing, a failed prerequisite is blamed); a table of any runs from
-the result.json or failed.json files it finds (:func:`of_file`: a result made
-by code changed since is marked).  Both tables then read only the record: a
-result.json is read once, and the same way for either.
+A paper table makes its runs from grid cells (:func:`of_cell`: a stale result is missing, a failed prerequisite
+is blamed), a table of any runs from the files it finds (:func:`of_file`: a result made by code changed since
+is marked); both then read only this record.
 """
 
 from __future__ import annotations
@@ -89,12 +87,8 @@ def method_id(run: Run | Cell) -> str:
 
 
 def of_cell(cell: Cell) -> Run:
-    """A grid cell's run, blaming a failed prerequisite when it has none itself.
-
-    A result whose stages are not current for the cell's config (made with
-    other settings, or its inputs changed) is missing, not ok; a result.json
-    without a stage stamp (written by hand) is taken as it is.
-    """
+    """A grid cell's run, blaming a failed prerequisite when it has none itself; a result not current for the
+    cell's config is missing, one without a stamp (written by hand) is taken as it is."""
     status, result, error = MISSING, None, None
     if cell.layout.result_path.exists():
         if (cell.layout.result_path.parent / STAMP).exists() and not cell.is_done():
@@ -113,9 +107,7 @@ def of_cell(cell: Cell) -> Run:
 
 
 def of_file(path: Path) -> Run:
-    """A run from its result.json, or from the command its failed.json recorded (FAILED, with its error).
-
-    A result made by code that has changed since carries a warning naming it."""
+    """A run from its result.json (warned if made by code changed since) or its failed.json's command (FAILED)."""
     ok = path.name == RESULT
     record = outputs.result(path.parent) if ok else read_json(path)
     fields = record if ok else command_fields(record.get("command", ""))
@@ -175,8 +167,7 @@ SHOWN_CHANGES = 4
 
 
 def chain_code(scores: Path) -> dict[str, dict[str, str]]:
-    """The code digests each stage of a scoring stage's chain recorded (its own stamp and its inputs'), by stage
-    folder: what made the result, to hold against the code now."""
+    """The code digests each stage of a scoring stage's chain recorded (its stamp and its inputs'), by folder."""
     own = stamp(scores)
     root = scores.parent if scores.name == S1_EVAL else scores.parent.parent    # the setting's folder
     inputs = [root / name for name in own["identity"]["inputs"]]
@@ -186,8 +177,7 @@ def chain_code(scores: Path) -> dict[str, dict[str, str]]:
 
 
 def changed_since(scores: Path) -> list[str]:
-    """The code of a finished run's chain (as its stamps recorded it) that differs now; none is known for a
-    result.json without a stamp (written by hand)."""
+    """The modules of a finished run's chain whose code differs now (none known without a stamp)."""
     if not (scores / STAMP).is_file():
         return []
     return sorted({key for code in chain_code(scores).values() for key in changed_code(code)})

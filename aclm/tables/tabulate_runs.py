@@ -1,35 +1,11 @@
-"""Tables of any finished runs, laid out and computed as the paper grids' tables are (:mod:`aclm.tables.aggregate`).
+"""Tables of any finished runs, laid out and computed as the grids' tables are (:mod:`aclm.tables.aggregate`).
 
-A grid's table holds the runs its YAML asks for; these tables hold the runs
-found under the folders, files or globs given (``scripts/tabulate_runs.py``,
-``make table``): a run is a ``result.json`` in an ``s1_eval`` or ``s7_eval``
-folder, or the ``failed.json`` left beside a missing one, read as a
-:class:`aclm.tables.runs.Run` (:func:`aclm.tables.runs.of_file`).
-
-Runs are seeds of one entry only when everything else is equal: the profile,
-the method and variant, the setting, the recorded config less ``seed`` and
-where files live (:func:`aclm.tables.runs.compared`), and what the run was
-scored on and cut from.  Several profiles each get their own columns (F1) or
-rows (per type); runs of one method and setting whose configs differ are rows
-of their own, labelled with the keys that differ (``ACLM [generator.epochs=10]``).
-A failed run (no config recorded) joins the one config its command's
-``key=value`` words agree with, else stands alone.
-
-Two tables, with the grids' statistics (mean ± std over seeds, ``[n=k]`` when
-only k of an entry's runs have a value, FAILED, Welch's t-test of ACLM
-against the best of the paper's baselines present in each column):
-
-* ``f1``: a row per method (and variant), a column per dataset x gold size
-  (span micro F1 on the dataset's test set), and one per further test set
-  the runs of that dataset and size scored on (cross-lingual, or a union's
-  members);
-* ``per_type``: F1 per entity type, the rows grouped by dataset and gold size.
-
-Given a paper grid (``--paper table1``), an entry shows the paper's number
-where a cell of that grid is the same run (dataset, gold size, method and
-variant, under the run's profile) and has a column of the same value of
-result.json.  A grid whose numbers are averages over datasets (Tables 10, 11)
-matches no single run.
+A run is a ``result.json`` in an ``s1_eval`` or ``s7_eval`` folder under the paths or globs given, or the
+``failed.json`` beside a missing one.  Runs are seeds of one entry only when all else is equal: profile, method and
+variant, setting, the recorded config less seed and where files live (:func:`aclm.tables.runs.compared`), and what
+they were scored on and cut from; entries of one method and setting are labelled with the keys that differ.  A
+failed run (no config recorded) joins the one config its command's ``key=value`` words agree with.  Two tables:
+``f1`` (a column per dataset x gold size, and per further test set) and ``per_type``.  Usage: docs/reproducing.md.
 """
 
 from __future__ import annotations
@@ -52,8 +28,7 @@ from aclm.stages.layout import FAILED, RESULT, S1_EVAL, S7_EVAL
 from aclm.tables.aggregate import Report, assemble, read_reference, template_fields, test_sets
 from aclm.tables.runs import Run, RunError, Settings, differing, method_id, of_file, shown
 
-#: Welch's t-test: ACLM against the best baseline, as in the paper's tables (variants of a baseline count):
-#: every method of the method table that is not ACLM's own.
+#: Welch's t-test, as in the paper: ACLM against the best baseline (any method not ACLM's own, variants too).
 COMPARED = "aclm"
 BASELINES = tuple(m.name for m in METHODS.values() if m.generation != "aclm")
 #: a label longer than this names its first keys and a hash of the config
@@ -67,8 +42,7 @@ class TabulateError(RunError):
 # --- finding runs --------------------------------------------------------------------------
 
 def matching_files(pattern: str) -> list[Path]:
-    """The files a path or glob names, a folder searched through; a glob for result.json also finds the
-    failed.json of a run that has none."""
+    """The files a path or glob names (folders searched); a glob for result.json also finds a failed run's."""
     if not glob.has_magic(pattern):
         if not Path(pattern).exists():
             raise TabulateError(f"{pattern}: no such file or folder")
@@ -129,8 +103,7 @@ def short_hash(entry: tuple) -> str:
 
 
 def entry_labels(entries: list[tuple]) -> dict[tuple, str]:
-    """A label for each entry of one method and setting: the config keys that differ between them
-    (``generator.epochs=10``); none when there is one entry.  Labels are unique."""
+    """A unique label per entry of one method and setting: the config keys that differ (none for a lone entry)."""
     if len(entries) < 2:
         return {entry: "" for entry in entries}
     keys = differing([dict(e[1]) for e in entries if e[0] == "config"])
@@ -154,8 +127,7 @@ def entry_labels(entries: list[tuple]) -> dict[tuple, str]:
 
 
 def labelled(runs: list[Run]) -> list[Run]:
-    """The runs, each labelled with what sets its entry apart from the other entries of its method and setting
-    (and with its setting variant, when it has one); runs of one entry share a label."""
+    """The runs, each labelled with what sets its entry apart within its method and setting (and setting variant)."""
     buckets: dict[tuple, list[Run]] = {}
     for run in runs:    # the runs that would be one entry were configs not compared: one method and setting
         key = run.profile, run.method, run.variant, run.setting_variant, run.dataset, str(run.gold)
@@ -174,8 +146,7 @@ def labelled(runs: list[Run]) -> list[Run]:
 
 
 def check_one_run_per_seed(runs: Sequence[Run], entries: Sequence[tuple]) -> None:
-    """A seed counts once in an entry's mean: two runs of one entry and seed (copies of a run under two run
-    folders, say) are an error that names both, not two seeds."""
+    """A seed counts once in a mean: two runs of one entry and seed (copies under two run folders) are an error."""
     seen: dict[tuple, Run] = {}
     for run, entry in zip(runs, entries):
         first = seen.setdefault((entry, run.seed), run)
@@ -197,8 +168,7 @@ def gold_order(gold: GoldSize) -> tuple:
 
 
 def run_order(run: Run) -> tuple:
-    """Methods in the method table's order (others after), then variant, label, profile, dataset, gold size
-    (growing) and seed."""
+    """Method table order (others after), then variant, label, profile, dataset, gold size and seed."""
     rank = list(METHODS).index(run.method) if run.method in METHODS else len(METHODS)
     return rank, run.method, run.variant, natural(run.label), run.profile, run.dataset, gold_order(run.gold), run.seed
 
@@ -211,8 +181,7 @@ def literal(text: str) -> str:
 
 
 def f1_columns(dataset: str, gold: GoldSize, results: list[dict], profile: str = "") -> dict[str, str]:
-    """The F1 table's columns of one dataset and gold size (of ``profile``, named when given): its own test set,
-    then every other one scored."""
+    """The F1 columns of one dataset and gold size: its own test set, then every other one scored."""
     base = f"{profile + ': ' if profile else ''}{dataset} gold{gold}"
     others = dict.fromkeys(name for result in results for name in result.get("test", {}) if name != dataset)
     return {literal(base): "f1", **{literal(f"{base} → {name}"): f"test.{name}.f1" for name in others}}
@@ -244,8 +213,7 @@ def method_names(runs: Sequence[Run], paper: Optional[Grid]) -> dict[str, str]:
 
 
 def comparison(runs: Sequence[Run], control: Optional[str] = None) -> dict:
-    """ACLM (its unlabelled row) against the baselines present (their variants and labelled rows too), and every
-    entry against ``control`` (a method id: ``gold_only_tuned``) where given; nothing to compare without them."""
+    """ACLM's unlabelled row against the baselines present (their variants too), and every entry against ``control``."""
     present = {method_id(run) for run in runs}
     if control is not None and control not in present:
         raise TabulateError(f"--against {control}: no run of it among the runs found "
@@ -285,8 +253,8 @@ def table_grid(name: str, runs: Sequence[Run], paper: Optional[Grid], control: O
 # --- the paper's numbers beside --------------------------------------------------------------
 
 def paper_numbers(paper: Grid, grid: Grid, runs: Sequence[Run], root: Path = PROJECT_ROOT) -> pd.DataFrame:
-    """The paper's number for each of our entries that a cell of ``paper`` matches (the same run, a column of
-    the same value), in long form: ``grid``'s index columns, column, paper."""
+    """The paper's number for each of our entries a cell of ``paper`` matches (the same run, a column of the same
+    value), in long form; none for a grid averaged over datasets, which matches no single run."""
     columns = [*grid.index, "column", "paper"]
     if paper.average_datasets:
         return pd.DataFrame(columns=columns).astype({"paper": float})
@@ -317,8 +285,7 @@ def paper_numbers(paper: Grid, grid: Grid, runs: Sequence[Run], root: Path = PRO
 
 def tabulate(patterns: Sequence[str], paper_name: Optional[str] = None, root: Path = PROJECT_ROOT,
              control: Optional[str] = None) -> list[tuple[Grid, Report]]:
-    """The F1 table and the per-type table (when a run has per-type scores) of the runs under ``patterns``, each
-    entry tested against ``control``'s where given."""
+    """The F1 and per-type tables of the runs under ``patterns``, each entry tested against ``control`` if given."""
     runs = find_runs(patterns)
     paper = load_grid(paper_name) if paper_name else None
     profile = ", ".join(sorted({run.profile for run in runs}))
