@@ -78,17 +78,20 @@ def test_dry_mode_runs_every_step_on_the_cpu_and_a_rerun_resumes_the_pipeline(ti
     results = json.loads((tmp_path / "gpu-check.json").read_text())
     assert [r["step"] for r in results["steps"]] == [
         "environment", "cuda-tests", "models", "generation-batch-2", "generation-batch-4", "generation-batch-4-entities",
-        "pipeline", "pipeline-costs", "dev-scoring", "tagger-profile", "tagger-subtokens", "benchmark", "pack-1",
+        "llm-batch-2", "pipeline", "pipeline-costs", "dev-scoring", "tagger-profile", "tagger-subtokens", "benchmark", "pack-1",
         "pack-2", "pack-aclm-1", "pack-aclm-2"]
     assert all(r["status"] == "done" for r in results["steps"])
     figures = results["figures"]
     assert figures["generation-batch-4-entities"]["parse_and_keep_entities"] == 1.0
+    llm = figures["llm-batch-2"]                                    # the LLM method's writing, timed
+    assert llm["screening"]["generated"] == llm["prompts"] == 4 and llm["responses_per_s"] > 0
     summary = (tmp_path / "gpu-check.md").read_text()
     assert summary.startswith("## DRY RUN on the CPU") and "say nothing about a GPU" in summary
     assert "CUDA tests (`pytest -m cuda`): 7 passed, 0 failed, 0 skipped." in summary   # their code, on the CPU
     assert "min if S7 trains on gold alone (as S1)" in summary and "min if on gold + R x gold" in summary
     assert "| s7_ner |" in summary and "| 4 | entities |" in summary and "| 2 | off |" in summary
     assert "Table 1 (840 runs), one run at a time" in summary and "the other methods as ACLM runs " in summary
+    assert "An LLM writing the data" in summary and "| 2 | 4 |" in summary
     assert "| later, mean |" in summary and "| batched |" in summary and "ours faster" in summary
     scoring = figures["dev-scoring"]["points"]
     assert [p["batch_size"] for p in scoring] == [8, 32] and all(p["same_spans_as_first"] for p in scoring)

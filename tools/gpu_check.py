@@ -57,6 +57,7 @@ class Mode:
     shared_overrides: list[str]
     eval_batch_sizes: tuple[int, ...]   # the dev scoring of the measured setting's S1 tagger, per batch size
     benchmark: list[str]                # tools/benchmark.py's sizes: the released approach beside ours
+    llm: tuple[str, tuple[int, ...], int]   # the LLM method's writing: model shape, batch sizes, prompts each
 
     def generation_points(self) -> list[tuple[str, int]]:
         """(generation.constrained, batch size) of each generation step, in the order they run."""
@@ -70,7 +71,8 @@ def real_mode(data: Path, ner_epochs: int) -> Mode:
                  "generator.epochs=10", "generation.rounds=5"],
                 (8, 16, 32, 64, 128), (32, 128), 256, (1, 2, 4, 8), ["ner.epochs=3", "splits.dev_size=null"],
                 (1, 4, 8), ["ner.epochs=3", "generator.epochs=2", "generation.rounds=1", "splits.dev_size=null"],
-                (32, 64, 128, 256), ["--sentences", "1000", "--generate", "64", "--compare", "16", "--pairs-n", "500"])
+                (32, 64, 128, 256), ["--sentences", "1000", "--generate", "64", "--compare", "16", "--pairs-n", "500"],
+                ("qwen2.5-7b", (32, 128), 256))
 
 
 def dry_mode() -> Mode:
@@ -78,7 +80,7 @@ def dry_mode() -> Mode:
     return Mode("dry", "tiny", "cpu", ["--out", "models/tiny"], ["ner.epochs=1", "generator.epochs=1",
                 "generation.rounds=1"], (2, 4), (4,), 4, (1, 2), ["ner.epochs=1"],
                 (1, 2), ["ner.epochs=1", "generator.epochs=1", "generation.rounds=1"],
-                (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"])
+                (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"], ("tiny", (2,), 4))
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -105,6 +107,9 @@ def plan(mode: Mode, state: Path, python: str, bundle: Optional[Path]) -> list[t
         steps.append(("vocab-models", script("real_vocab.py", "--shape", "paper", *vocabulary)))
     steps += [measure(generation_step(size, constrained), "generation", {"batch_size": size, "templates": mode.templates},
                       *on, f"generation.constrained={constrained}") for constrained, size in mode.generation_points()]
+    shape, sizes, prompts = mode.llm
+    steps += [measure(f"llm-batch-{size}", "llm-generation", {"batch_size": size, "prompts": prompts, "shape": shape},
+                      *on) for size in sizes]
     steps += [("pipeline", script("run_method.py", "method=aclm", *setting)),
               ("pipeline-costs", script("stage_costs.py", "--json", str(state / "figures" / "pipeline-costs.json"),
                                         "method=aclm", *setting)),
@@ -373,6 +378,13 @@ def throughput_lines(figures: dict, mode: Mode) -> list[str]:
                   [f"| {p['batch_size']} | {c} | {p['templates_per_s']:.2f} | "
                    f"{fmt(plain[p['batch_size']] / p['templates_per_s'] if p['batch_size'] in plain else None, '.2f')} | "
                    f"{fmt(p['parse_and_keep_entities'], '.1%')} | {fmt(p['cuda_peak_mb'])} |" for c, p in points])
+    llm = [figures[f"llm-batch-{b}"] for b in mode.llm[1] if f"llm-batch-{b}" in figures]
+    lines += table(f"An LLM writing the data (`method=llm`: its prompts, grammar and sampling; random weights in "
+                   f"{mode.llm[0]}'s shape never end a response, so every one runs to llm.max_new_tokens: an upper "
+                   f"bound)", "batch | prompts | prompt tokens | new tokens | responses/s | s per 1,000 | CUDA peak MB",
+                   [f"| {p['batch_size']} | {p['prompts']} | {p['prompt_tokens_mean']:.0f} | {p['max_new_tokens']} | "
+                    f"{p['responses_per_s']:.2f} | {1000 / p['responses_per_s']:.0f} | {fmt(p['cuda_peak_mb'])} |"
+                    for p in llm])
     for prefix, sizes, what in (("pack", mode.packing, "N Gold-only runs at once"), ("pack-aclm", mode.shared_packing,
                                 "N ACLM runs at once, each stage leasing its memory as under `JOBS=auto`")):
         packs = [figures[f"{prefix}-{j}"] for j in sizes if f"{prefix}-{j}" in figures]

@@ -97,6 +97,65 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
             "parse_and_keep_entities": round(kept / len(jobs), 3), "cuda_peak_mb": took["cuda_peak_mb"]}
 
 
+#: Model shapes for the LLM's cost at random weights: the paper profile's ``llm.model`` (Qwen2.5-7B-Instruct's
+#: config.json) and a tiny one for the dry run.  No instruction-tuned LM installs offline, so the shape stands in.
+LLM_SHAPES = {
+    "qwen2.5-7b": {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                   "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+                   "max_position_embeddings": 32768, "tie_word_embeddings": False},
+    "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "vocab_size": 0, "max_position_embeddings": 2048},
+}
+
+
+def measure_llm_generation(overrides: list[str], batch_size: int, prompts: int, shape: str) -> dict:
+    """Responses/s and CUDA peak of the LLM method's writing (``baselines.llm.write``: its prompts, grammar and
+    sampling) with a random model of ``shape`` in bf16 and a byte-level BPE trained on the dataset's text (8k
+    pieces cut English about as Qwen's do).  Random weights never end a response: an upper bound."""
+    import torch
+    from omegaconf import OmegaConf
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from aclm.base.config import load_config
+    from aclm.base.datasets import load_split
+    from baselines import llm
+    from baselines.linearize import screen, tag_vocabulary
+    from tools.tiny_models import train_gpt2_tokenizer
+
+    cfg = load_config(overrides)
+    device = torch.device(cfg.device)
+    sentences = [s for s in load_split(cfg.dataset, "train", cfg.data_dir) if s.spans()][:max(prompts, 100)]
+    tokenizer = train_gpt2_tokenizer([" ".join(s.tokens) for s in sentences], 8000 if shape != "tiny" else 2000,
+                                     1 << 15)
+    tokenizer.padding_side, tokenizer.pad_token = "left", tokenizer.eos_token
+    tags = sorted(tag_vocabulary(sentences))
+    tokenizer.add_special_tokens({"additional_special_tokens": tags}, replace_additional_special_tokens=False)
+    dims = {**LLM_SHAPES[shape], "vocab_size": max(LLM_SHAPES[shape]["vocab_size"], len(tokenizer))}
+    dtype, default = (torch.bfloat16 if device.type == "cuda" else torch.float32), torch.get_default_dtype()
+    torch.manual_seed(cfg.seed)
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = Qwen2ForCausalLM(Qwen2Config(**dims, eos_token_id=tokenizer.eos_token_id)).eval()
+    finally:
+        torch.set_default_dtype(default)
+    m = OmegaConf.merge(cfg.llm, {"batch_size": batch_size})
+    types = sorted({t for s in sentences for _, _, t in s.spans()})
+    shown = llm.demonstrations(["en"] * len(sentences), m.shots, 1, cfg.seed)[:prompts]
+    texts = [llm.prompt_text(tokenizer, llm.instruction(m.prompt, [sentences[j] for j in js], "en", types,
+                                                        m.type_names)) for js in shown]
+    tag_ids, classes = set(tokenizer.convert_tokens_to_ids(tags)), llm.token_classes(tokenizer, tags)
+    llm.write(model, tokenizer, texts[:batch_size], m, classes, tag_ids, cfg.seed, device)    # warm-up
+    with clocked(device) as took:
+        written = llm.write(model, tokenizer, texts, m, classes, tag_ids, cfg.seed, device)
+    _, screening = screen([r.sample for r in written], set(tags), sentences)
+    return {"shape": shape, "parameters": sum(p.numel() for p in model.parameters()), "batch_size": batch_size,
+            "prompts": len(texts), "max_new_tokens": m.max_new_tokens,
+            "prompt_tokens_mean": round(sum(len(tokenizer(t)["input_ids"]) for t in texts) / len(texts), 1),
+            "seconds": round(took["seconds"], 2), "responses_per_s": round(len(texts) / took["seconds"], 3),
+            "screening": screening, "cuda_peak_mb": took["cuda_peak_mb"]}
+
+
 def measure_dev_scoring(overrides: list[str], run_dir: str, batch_sizes: list[int]) -> dict:
     """The pipeline's S1 tagger scoring dev as flair's trainer does each epoch, per batch size: seconds, CUDA
     peak, with flair's per-epoch ``dev.tsv`` (the stage no longer writes it), same spans at every size?"""
@@ -251,6 +310,7 @@ def measure_packing(overrides: list[str], jobs: int, method: str, run_dir: str) 
 
 
 MEASUREMENTS = {"environment": measure_environment, "generation": measure_generation,
+                "llm-generation": measure_llm_generation,
                 "dev-scoring": measure_dev_scoring, "tagger-profile": measure_tagger_profile,
                 "tagger-subtokens": measure_tagger_subtokens, "packing": measure_packing}
 
