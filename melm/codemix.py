@@ -1,10 +1,11 @@
 """Multilingual MELM's code-mixing: swap an entity for its nearest same-type entity of another language.
 
-Per sentence, a target language is drawn uniformly first, then one entity is replaced by its most similar
-same-type mention there (MELM §2.5). A marker (``<de>``) precedes each swapped word, as MELM's released
-code writes it, in the linearized input only. Similarity: cosine of multilingual Sentence-BERT embeddings
-(``generation.mixner.embedder``), standing in for the paper's MUSE bilingual embeddings. A mention spelled
-like the entity it would replace (case aside) is never chosen.
+Per sentence with an entity that has a same-type match in another language, one of those languages is drawn
+uniformly, then one entity is replaced by its most similar same-type mention there (MELM §2.5). A marker
+(``<de>``) precedes each swapped word, as MELM's released code writes it, in the linearized input only.
+Similarity: cosine of multilingual Sentence-BERT embeddings (``generation.mixner.embedder``), standing in for
+the paper's MUSE bilingual embeddings. A mention spelled like the entity it would replace (case aside) is
+never chosen.
 """
 
 from __future__ import annotations

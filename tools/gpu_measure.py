@@ -56,7 +56,8 @@ def clocked(device) -> Iterator[dict]:
 
 def measure_generation(overrides: list[str], batch_size: int, templates: int) -> dict:
     """Templates/s, CUDA peak and the share that parse and keep their entities, at one batch size with the
-    paper's decoding. Random weights never stop early: an upper bound."""
+    paper's decoding (5 beams, top-k 10, up to 100 tokens) under the overrides' ``generation.constrained``.
+    Random weights never stop early: an upper bound."""
     import random
 
     import torch
@@ -157,8 +158,8 @@ def measure_llm_generation(overrides: list[str], batch_size: int, prompts: int, 
 
 
 def measure_dev_scoring(overrides: list[str], run_dir: str, batch_sizes: list[int]) -> dict:
-    """The pipeline's S1 tagger scoring dev as flair's trainer does each epoch, per batch size: seconds, CUDA
-    peak, with flair's per-epoch ``dev.tsv`` (the stage no longer writes it), same spans at every size?"""
+    """The pipeline's S1 tagger scoring dev as flair's trainer does each epoch, per batch size: seconds without
+    and with flair's per-epoch ``dev.tsv`` (the stage no longer writes it), CUDA peak, same spans at every size?"""
     import tempfile
 
     from aclm.base.config import load_config

@@ -175,7 +175,7 @@ class MixnerConfig:
                     "released schedule (plain rounds, then mixed ones); off", choices=("paper", "code", "off"))
     beta: float = key("paper: mix when gamma > beta")
     gamma_sigma: float = key("paper: standard deviation of gamma ~ N(0.5, sigma) (not stated in the paper)")
-    code_mixed_rounds: int = key("code: the last rounds mix with the 1st, 2nd, ... neighbour")
+    code_mixed_rounds: int = key("code: the last rounds mix, with the nearest neighbours farther first (2nd, 1st)")
     retrieval_k: int = key("nearest neighbours (Sentence-BERT) a mixing partner is drawn from",
                            check=(at_least_1, "mixner's partner is one of the k nearest sentences, so 0 leaves none; "
                                   "give 1 or more, or generation.mixner.mode=off"))

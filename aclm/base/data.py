@@ -204,7 +204,8 @@ def read_text_lines(path: Path) -> list[str]:
 def read_conll(path: str | Path, fmt: str = "auto", empty_token: str | None = None,
                allow_empty: bool = False) -> list[TaggedSentence]:
     """Read sentences from any supported layout, normalising the tags.  Only ``-DOCSTART-`` and ``# id``
-    lines are skipped: any other malformed line, an empty token or an empty file is an error."""
+    lines are skipped: any other malformed line is an error, and so are an empty token (unless
+    ``empty_token`` names a stand-in) and a file with no sentence (unless ``allow_empty``)."""
     path = Path(path)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")

@@ -1,8 +1,8 @@
 """The method table: the one place that says what a method is.
 
-An entry says how it generates (``none``: a tagger on gold only; ``aclm``: stages S2-S5; ``augment``:
-one stage running ``augment(cfg, gold) -> (rows, counts)``), the config keys that stage reads (only
-they reach it and are fingerprinted) and the methods it needs first. Adding a method:
+An entry says how it generates (``none``: no generation, a tagger on gold only or GLiNER zero-shot;
+``aclm``: stages S2-S5; ``augment``: one stage running ``augment(cfg, gold) -> (rows, counts)``), the
+config keys that stage reads (only they reach it and are fingerprinted) and the methods it needs first. Adding a method:
 docs/configuration.md, "Datasets and methods of your own".
 """
 

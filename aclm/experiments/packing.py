@@ -2,9 +2,10 @@
 
 A stage needs what its process holds on the card, more than its tensors' CUDA peak (context, allocator cache):
 as measured in the stamps under ``<run_dir>/<profile>`` where runs finished on a GPU, else the GPU check's
-paper-size peak times a per-process factor.  Without a ledger a run counts at its largest stage (S4, ~29 GB);
-with one (:mod:`aclm.engine.memory`) at its tagger's, and each stage leases its own need while it runs.  S4's
-and S5's needs grow with the padded batch length, so they lease per language (``s4_generator@zh``).
+paper-size peak times a per-process factor. Without a ledger every run counts at the largest need among the
+grid's stages (S4's ~29 GB where ACLM or a baseline runs); with one (:mod:`aclm.engine.memory`) at its
+tagger's, and each stage leases its own need while it runs. S4's and S5's needs grow with the padded batch
+length, so they lease per language (``s4_generator@zh``).
 Figures and why: docs/cost.md ("Several runs on one GPU", "Memory by language").
 """
 

@@ -5,9 +5,10 @@
     S0 data -> S7 tagger on the gold alone -> S7 scores (Gold-only tuned on dev; GLiNER fine-tuned)
     S0 data -> S7 scores                                (GLiNER zero-shot)
 
-The method's own stages are ACLM's S2-S5 or one ``augment`` stage running the method table's function.  Weights
-pruned once read (S4 after S5; S7 once scored, in the grids) are rebuilt by the loop when a stage needs them
-again (:class:`aclm.engine.Pruned`).  Planning a chain loads no training library.
+The method's own stages are ACLM's S2-S5 or one ``augment`` stage running the method table's function.  Unless
+``storage.keep_models``, weights are pruned once read (S4 after S5; S7 once scored where
+``storage.keep_final_tagger`` is off, as in the grids) and rebuilt by the loop when a stage needs them again
+(:class:`aclm.engine.Pruned`).  Planning a chain loads no training library.
 """
 
 from __future__ import annotations

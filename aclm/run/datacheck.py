@@ -1,9 +1,10 @@
 """The data check every run makes before it trains anything (and ``scripts/check_data.py`` alone).
 
 It reads every file a setting will use (its gold sample or the train set it is drawn from, dev, each test set)
-and the models it names; errors (each check below, with file and line) stop the run before S0, warnings are
-logged.  The list, for users: docs/configuration.md ("The data check").  Reads are cached per process by the
-files' sizes and times, so a grid of many methods on one setting reads its files once.
+and the models it names; errors (each check below; a missing or malformed file with its file and line) stop
+the run before S0, warnings are logged. The list, for users: docs/configuration.md ("The data check"). Reads
+are cached per process by the files' sizes and times, so a grid of many methods on one setting reads its files
+once.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def batches(jobs: list[Job], codes: Sequence[str], size: int) -> list[list[int]]
 
 def input_limit(model, tokenizer) -> int:
     """The most input tokens the generator accepts (position table or tokenizer limit).  Templates are cut
-    only here, not at ``generation.max_length`` (the output's bound): a mixner template is twice as long."""
+    only here, not at ``generation.max_length`` (the output's bound): a mixner template is about twice as long."""
     limits = [getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
     return min(n for n in limits if n and n < 1_000_000)
 

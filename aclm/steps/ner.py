@@ -2,8 +2,9 @@
 
 ``ner.tagger``: ``linear`` (ACLM's: a linear head over each word's first sub-token of a fine-tuned
 XLM-R, no RNN, no CRF) or ``bilstm_crf`` (WikiNEuRal's). The best dev-F1 weights are kept in memory
-and written once. A tagger with dev F1 0 or only ``O`` predictions raises :class:`NoLearning` rather
-than feed attention maps, the consistency filter and scores downstream.
+and written once. A tagger with dev F1 0 or only ``O`` predictions raises :class:`NoLearning` (or warns,
+with ``ner.on_no_learning=warn``) rather than feed attention maps, the consistency filter and scores
+downstream.
 """
 
 from __future__ import annotations
