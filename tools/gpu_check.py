@@ -108,7 +108,7 @@ def plan(mode: Mode, state: Path, python: str, bundle: Optional[Path]) -> list[t
     steps += [measure(generation_step(size, constrained), "generation", {"batch_size": size, "templates": mode.templates},
                       *on, f"generation.constrained={constrained}") for constrained, size in mode.generation_points()]
     shape, sizes, prompts = mode.llm
-    steps += [measure(f"llm-batch-{size}", "llm-generation", {"batch_size": size, "prompts": prompts, "shape": shape},
+    steps += [measure(llm_step(size), "llm-generation", {"batch_size": size, "prompts": prompts, "shape": shape},
                       *on) for size in sizes]
     steps += [("pipeline", script("run_method.py", "method=aclm", *setting)),
               ("pipeline-costs", script("stage_costs.py", "--json", str(state / "figures" / "pipeline-costs.json"),
@@ -129,6 +129,10 @@ def plan(mode: Mode, state: Path, python: str, bundle: Optional[Path]) -> list[t
 
 def generation_step(size: int, constrained: str) -> str:
     return f"generation-batch-{size}" + ("" if constrained == "off" else f"-{constrained}")
+
+
+def llm_step(size: int) -> str:
+    return f"llm-batch-{size}"
 
 
 def selected(steps: list, names: Optional[list[str]]) -> list:
@@ -378,7 +382,7 @@ def throughput_lines(figures: dict, mode: Mode) -> list[str]:
                   [f"| {p['batch_size']} | {c} | {p['templates_per_s']:.2f} | "
                    f"{fmt(plain[p['batch_size']] / p['templates_per_s'] if p['batch_size'] in plain else None, '.2f')} | "
                    f"{fmt(p['parse_and_keep_entities'], '.1%')} | {fmt(p['cuda_peak_mb'])} |" for c, p in points])
-    llm = [figures[f"llm-batch-{b}"] for b in mode.llm[1] if f"llm-batch-{b}" in figures]
+    llm = [figures[llm_step(b)] for b in mode.llm[1] if llm_step(b) in figures]
     lines += table(f"An LLM writing the data (`method=llm`: its prompts, grammar and sampling; random weights in "
                    f"{mode.llm[0]}'s shape never end a response, so every one runs to llm.max_new_tokens: an upper "
                    f"bound)", "batch | prompts | prompt tokens | new tokens | responses/s | s per 1,000 | CUDA peak MB",
