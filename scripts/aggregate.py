@@ -4,13 +4,11 @@
     python scripts/aggregate.py table1 profile=paper [run_dir=runs] [--out results]
     python scripts/aggregate.py table1 profile=tiny langs=en sizes=100 seeds=1
 
-Files go to ``<out>/<profile>/<table>.{md,csv,tex,png}``.  The cells are
-chosen by ``key=value`` as in scripts/grid.py (``profile=``, ``run_dir=``
-and the slices ``langs= sizes= methods= seeds=``; ``test_set=official`` for the runs
-on the official MultiCoNER v1 test sets).  The table names the test sets the
-runs scored on beside the paper's.  Table 3 computes
-perplexities (cached in ``<out>/<profile>/perplexity_cache.json`` per augmentation file, model weights
-and scoring code: rebuilt weights or edited code score again).
+Files go to ``<out>/<profile>/<table>.{md,csv,tex,png}``.  The cells are chosen by ``key=value`` as in
+scripts/grid.py (``profile=``, ``run_dir=``, the slices ``langs= sizes= methods= seeds=``; ``test_set=official``
+for the runs on the official MultiCoNER v1 test sets).  The table names the test sets the runs scored on beside the
+paper's.  Table 3 computes perplexities (cached in ``<out>/<profile>/perplexity_cache.json`` per augmentation file,
+model weights and scoring code: rebuilt weights or edited code score again).
 """
 
 from __future__ import annotations

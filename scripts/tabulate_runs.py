@@ -7,20 +7,15 @@
     python scripts/tabulate_runs.py runs/mini_warm/multiconer/en/gold100 --against gold_only_tuned
     make table RUNS_GLOB='runs/tiny/**/result.json' [PAPER=table1]
 
-Each argument is a run folder (searched through), a result.json or
-failed.json, or a glob of them (quote it: ``**`` spans folders); a glob for
-result.json also finds the failed.json of a run that failed.  The runs need
-not form a grid: German at 300 gold, a dataset folder's runs, a slice of a
-grid.  Two tables (aclm/tables/tabulate_runs.py): ``f1`` (a row per method and variant, a
-column per dataset x gold size) and ``per_type`` (F1 per entity type), each
-entry the mean ± std over seeds, with the grids' FAILED entries and Welch
-t-test rows (``--against M``: every entry also against method M's, ``[p=…]``).  Only seeds are averaged: runs of another profile get their own
-columns (rows, per type), named by the profile, and runs of one method and
-setting whose recorded configs differ (beyond seed, data_dir, run_dir, device,
-storage.*) rows of their own, labelled with the keys that differ
-(``ACLM [generator.epochs=10]``).  ``--paper`` names a grid (configs/grids)
-whose paper numbers stand beside the entries that are runs of its cells.  A run made by code
-that has changed since (its stamps against this checkout) counts, with a warning naming that code.  Files go to
+Each argument is a run folder (searched through), a result.json or failed.json, or a glob of them (quote it:
+``**`` spans folders); a glob for result.json also finds the failed.json of a run that failed.  The runs need not
+form a grid.  Two tables (aclm/tables/tabulate_runs.py): ``f1`` (a row per method and variant, a column per dataset
+x gold size) and ``per_type`` (F1 per entity type), each entry the mean ± std over seeds, with the grids' FAILED
+entries and Welch t-test rows (``--against M``: every entry also against method M's, ``[p=…]``).  Only seeds are
+averaged: runs of another profile get their own columns, runs of one method and setting whose recorded configs
+differ (beyond seed, data_dir, run_dir, device, storage.*) rows of their own, labelled with the keys that differ
+(``ACLM [generator.epochs=10]``).  ``--paper`` names a grid whose paper numbers stand beside the entries that are
+runs of its cells.  A run made by code changed since counts, with a warning naming that code.  Files go to
 ``<out>/f1.{md,csv,tex}`` and ``<out>/per_type.{md,csv,tex}``.
 """
 

@@ -509,14 +509,15 @@ def test_any_runs_make_a_table_of_methods_by_dataset_and_gold_size(any_runs):
 
 
 def test_any_runs_are_tested_against_the_method_named(any_runs):
-    from aclm.tables.tabulate_runs import TabulateError, tabulate
+    from aclm.tables.runs import RunError
+    from aclm.tables.tabulate_runs import tabulate
 
     (_, report), _ = tabulate([str(any_runs)], control="gold_only")
     wide = report.table.set_index("method")
     p = stats.ttest_ind([45, 47, 50, 49], [30, 32, 34], equal_var=False).pvalue
     assert wide.loc["ACLM", "multiconer/de gold300"].endswith(f" [p={p:.2g}]")
     assert "[p=" not in wide.loc["Gold-only", "multiconer/de gold300"]
-    with pytest.raises(TabulateError, match="--against gold_only_tuned: no run of it"):
+    with pytest.raises(RunError, match="--against gold_only_tuned: no run of it"):
         tabulate([str(any_runs)], control="gold_only_tuned")
 
 
@@ -548,11 +549,12 @@ def test_a_paper_grid_stands_beside_the_runs_that_are_its_cells(any_runs, tmp_pa
 def test_a_copy_of_a_run_is_an_error_not_a_fourth_seed(any_runs, tmp_path):
     import shutil
 
-    from aclm.tables.tabulate_runs import TabulateError, tabulate
+    from aclm.tables.runs import RunError
+    from aclm.tables.tabulate_runs import tabulate
 
     seed1 = any_runs / "tiny" / "multiconer" / "de" / "gold300" / "seed1" / "aclm"
     shutil.copytree(seed1, tmp_path / "elsewhere" / "tiny" / "multiconer" / "de" / "gold300" / "seed1" / "aclm")
-    with pytest.raises(TabulateError, match=r"have seed 1: .*seed1/aclm/s7_eval and .*seed1/aclm/s7_eval"):
+    with pytest.raises(RunError, match=r"have seed 1: .*seed1/aclm/s7_eval and .*seed1/aclm/s7_eval"):
         tabulate([str(any_runs), str(tmp_path / "elsewhere")])
     (_, report), _ = tabulate([str(tmp_path / "elsewhere")])        # either alone is a table
     assert report.table.set_index("method").loc["ACLM", "multiconer/de gold300"] == "45.00"

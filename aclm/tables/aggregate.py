@@ -4,9 +4,8 @@ The grid gives the layout: its index templates place each run's row in the refer
 which value of result.json fills which column.  An entry is ``ok`` (some seed has a value), ``failed`` (no value,
 and the run or the S1 / ACLM run it needs left ``failed.json``) or ``missing``.  Significance: Welch's t-test over
 seeds of the compared method against the baseline with the highest mean per column and row group, and of every
-entry against the grid's ``compare.control`` where it names one.  A grid's table is :func:`build_report`; tables
-of any runs (:mod:`aclm.tables.tabulate_runs`) go through the same :func:`assemble`.  Reading a table:
-docs/reproducing.md.
+entry against the grid's ``compare.control``.  Tables of any runs (:mod:`aclm.tables.tabulate_runs`) go through the
+same :func:`assemble`.  Reading a table: docs/reproducing.md.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from aclm.engine.code import code_digests
 from aclm.engine.identity import model_reads
 from aclm.tables.parameters import parameters_line
 from aclm.tables.perplexity import perplexity
-from aclm.tables.runs import FAILED, MISSING, OK, Run, compared, differing, method_id, of_cell, shown
+from aclm.tables.runs import FAILED, MISSING, OK, Run, compared, differing, method_id, of_cell, shown, tested_sizes
 
 DASH = "—"
 #: suffix of the column of a run's dev F1 (``en (dev)``), shown beside its first one; never compared nor tested
@@ -44,8 +43,6 @@ ENTRY_COLUMNS = ("n", "expected", "mean", "std", "seeds", "values", "paper", "di
                  "config_hashes", "p_control")
 #: how a result in a table names the code that made it: a commit, and the digest of uncommitted changes
 UNCOMMITTED = "+"
-
-
 PerplexityFn = Callable[[Run], Optional[float]]
 
 
@@ -100,27 +97,24 @@ def collect(grid: Grid, runs: Sequence[Run], perplexity_fn: Optional[PerplexityF
     rows = []
     for run in runs:
         result, fields = run.result, template_fields(grid, run)
-        index = {k: t.format(**fields) for k, t in grid.index.items()}
-        made = ({"warning": warning_of(result), "code": code_of(result), "config_hash": result.get("config_hash")}
-                if result is not None else {})
-        row = {**index, "method_id": method_id(run), "seed": run.seed, "run_dataset": run.dataset, **made}
+        row = {**{k: t.format(**fields) for k, t in grid.index.items()}, "method_id": method_id(run), "seed": run.seed,
+               "run_dataset": run.dataset}
+        if result is not None:
+            row.update(warning=warning_of(result), code=code_of(result), config_hash=result.get("config_hash"))
         columns = grid.blocks[run.block].columns
         for column, path in columns.items():
-            value, row_status, row_error = None, run.status, run.error
-            if result is not None:
-                value = perplexity_fn(run) if path == "perplexity" and perplexity_fn else lookup(result, path)
-                if value is None:
-                    row_status, row_error = MISSING, f"{run.result_path} has no {path}"
-            rows.append({**row, "column": column.format(**fields), "score": value, "status": row_status,
-                         "error": row_error})
+            value = None if result is None else (perplexity_fn(run) if path == "perplexity" and perplexity_fn
+                                                 else lookup(result, path))
+            gap = result is not None and value is None
+            rows.append({**row, "column": column.format(**fields), "score": value,
+                         "status": MISSING if gap else run.status,
+                         "error": f"{run.result_path} has no {path}" if gap else run.error})
         if grid.shows_dev:
-            dev = lookup(result, "dev_f1") if result is not None else None
+            dev = lookup(result or {}, "dev_f1")
             rows.append({**row, "column": next(iter(columns)).format(**fields) + DEV, "score": dev,
                          "status": OK if dev is not None else MISSING, "error": None})
     long = pd.DataFrame(rows, columns=[*grid.index, *RUN_COLUMNS])
-    if grid.average_datasets:
-        long = average_datasets(long, grid)
-    return add_derived(long, grid)
+    return add_derived(average_datasets(long, grid) if grid.average_datasets else long, grid)
 
 
 def combined(parts: pd.DataFrame) -> dict:
@@ -164,10 +158,11 @@ def read_reference(grid: Grid, root: Path = PROJECT_ROOT) -> tuple[pd.DataFrame,
     """The paper's numbers in long form (index columns, column, paper) and the CSV's column order."""
     path = Path(grid.reference["file"])
     table = pd.read_csv(path if path.is_absolute() else root / path, dtype=str)
-    for key, value in (grid.reference.get("where") or {}).items():
+    where = grid.reference.get("where") or {}
+    for key, value in where.items():
         table = table[table[key] == str(value)]
     keys = [k for k in grid.index if k in table.columns]
-    columns = [c for c in table.columns if c not in keys and c not in (grid.reference.get("where") or {})]
+    columns = [c for c in table.columns if c not in keys and c not in where]
     long = table.melt(id_vars=keys, value_vars=columns, var_name="column", value_name="paper")
     long["paper"] = pd.to_numeric(long["paper"], errors="coerce")
     for key in grid.index:
@@ -218,8 +213,7 @@ def welch(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def against_control(summary: pd.DataFrame, grid: Grid) -> pd.Series:
-    """Each entry's Welch p against the control's (``compare.control``) in its column and row group (NaN: the
-    control itself, a dev column, no control entry, or fewer than two seeds a side)."""
+    """Each entry's Welch p against ``compare.control``'s entry in its column and row group (else NaN)."""
     control, keys = grid.compare.get("control"), [*group_keys(grid), "column"]
     if not control or summary.empty:
         return pd.Series(math.nan, index=summary.index, dtype=float)
@@ -278,21 +272,15 @@ def entry_text(row: pd.Series, with_paper: bool = True) -> str:
     return f"{DASH}{paper}"
 
 
-def column_order(summary: pd.DataFrame, reference_columns: list[str]) -> list[str]:
-    """The reference's columns, then ours it lacks, each followed by its dev F1 where a run has one."""
-    present = list(dict.fromkeys(summary["column"]))
-    tests = [c for c in reference_columns if c in present] + [c for c in present if c not in reference_columns
-                                                               and not is_dev(c)]
-    return [c for test in tests for c in (test, test + DEV) if c in present]
-
-
 def wide_table(summary: pd.DataFrame, sig: pd.DataFrame, grid: Grid, reference_columns: list[str]) -> pd.DataFrame:
-    """The paper's layout: a row per index, a column per reference column, p-value rows per group."""
-    keys = list(grid.index)
-    columns = column_order(summary, reference_columns)
+    """The paper's layout: a row per index, the reference's columns then ours, each beside its dev F1; p rows."""
+    present = list(dict.fromkeys(summary["column"]))
+    tests = [c for c in reference_columns if c in present] + [c for c in present
+                                                               if c not in reference_columns and not is_dev(c)]
+    columns = [c for test in tests for c in (test, test + DEV) if c in present]
     paper = bool(grid.reference.get("file"))
     texts = summary.assign(text=[entry_text(row, paper and not is_dev(row["column"])) for _, row in summary.iterrows()])
-    table = texts.pivot_table(index=keys, columns="column", values="text", aggfunc="first", sort=False)
+    table = texts.pivot_table(index=list(grid.index), columns="column", values="text", aggfunc="first", sort=False)
     table = table.reindex(columns=columns).fillna("").reset_index()
     mkey, keys = method_key(grid), group_keys(grid)
     if sig.empty or mkey is None:
@@ -314,12 +302,9 @@ def wide_table(summary: pd.DataFrame, sig: pd.DataFrame, grid: Grid, reference_c
 
 
 def markdown_table(table: pd.DataFrame) -> str:
-    def cell(x) -> str:
-        return str(x).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(map(cell, table.columns)) + " |", "|" + "---|" * len(table.columns)]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in table.itertuples(index=False)]
-    return "\n".join(lines)
+    head, *rows = ["| " + " | ".join(str(x).replace("|", "\\|") for x in row) + " |"
+                   for row in [table.columns, *table.itertuples(index=False)]]
+    return "\n".join([head, "|" + "---|" * len(table.columns), *rows])
 
 
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -420,13 +405,12 @@ def test_sets(paper: Optional[str], runs: Sequence[Run]) -> str:
     for run in runs:
         spec = specs.get(run.dataset)
         planned = (spec.union if spec else None) or [run.dataset]
+        scored = tested_sizes(run.result or {})
         for name in planned:
             counts.setdefault(name, set())
-        sizes = (run.result or {}).get("sizes", {})
-        recorded = {key[len("test:"):]: n for key, n in sizes.items() if key.startswith("test:")}
-        for name, n in recorded.items():
+        for name, n in scored.items():
             counts.setdefault(name, set()).add(n)
-        kinds.update(dict.fromkeys(kind for name in recorded or planned
+        kinds.update(dict.fromkeys(kind for name in scored or planned
                                    for prefix, kind in TEST_SET_KINDS.items() if name.startswith(prefix)))
     files = {name: (specs[name].test or "no test file") if name in specs else "a dataset folder" for name in counts}
     ours = [f"{name} ({files[name]}, "
@@ -480,7 +464,7 @@ def chosen_on_dev(grid: Grid, runs: Sequence[Run]) -> tuple[list[Run], list[str]
         scored = [(dev, i) for i, dev in enumerate(lookup(r.result, "dev_f1") if r.status == OK and r.result else None
                                                     for r in group) if dev is not None]
         best = group[max(scored, key=lambda pair: (pair[0], -pair[1]))[1]] if scored else group[0]
-        kept.append(replace(best, sweep_label=""))
+        kept.append(replace(best, sweep=""))
         setting = (dataset, gold, grid.method_names.get(method, method), grid.blocks[block].sweep_key)
         choices.setdefault(setting, []).append(f"{best.sweep} (seed {seed})" if scored else f"none (seed {seed})")
         for dev, i in scored:
@@ -492,30 +476,29 @@ def chosen_on_dev(grid: Grid, runs: Sequence[Run]) -> tuple[list[Run], list[str]
     return kept, notes
 
 
+def recorded(runs: Sequence[Run], key: str) -> dict[str, list]:
+    """Per method (id), what its finished runs recorded under ``key`` (runs that recorded none left out)."""
+    found: dict[str, list] = {}
+    for run in runs:
+        if run.result is not None and run.result.get(key):
+            found.setdefault(method_id(run), []).append(run.result[key])
+    return found
+
+
 def runtime_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
     """Per method, a run's mean wall time over every stage of its chain, the shared S0 and S1 counted whole."""
-    seconds: dict[str, list[float]] = {}
-    for run in runs:
-        if run.result is not None and run.result.get("timings"):
-            seconds.setdefault(method_id(run), []).append(sum(run.result["timings"].values()))
-    if not seconds:
-        return []
+    seconds = {m: [sum(t.values()) for t in timings] for m, timings in recorded(runs, "timings").items()}
     parts = [f"{grid.method_names.get(m, m)} {sum(t) / len(t) / 60:.1f} ({len(t)})" for m, t in seconds.items()]
     return ["Runtime: mean minutes a run, every stage of its chain with the shared S0 and S1 (runs): "
-            + ", ".join(parts) + "."]
+            + ", ".join(parts) + "."] if parts else []
 
 
 def parameters_note(grid: Grid, runs: Sequence[Run]) -> list[str]:
     """Per method, the trainable parameters a run fine-tunes (:mod:`aclm.tables.parameters`)."""
-    configs: dict[str, dict] = {}
-    for run in runs:
-        if run.result is not None and run.result.get("config"):
-            configs.setdefault(method_id(run), run.result["config"])
-    if not configs:
-        return []
-    parts = [f"{grid.method_names.get(m, m)} {parameters_line(m, config)}" for m, config in configs.items()]
+    parts = [f"{grid.method_names.get(m, m)} {parameters_line(m, configs[0])}"
+             for m, configs in recorded(runs, "config").items()]
     return ["Trainable parameters a run fine-tunes (whole models; the tagger's linear head aside): "
-            + "; ".join(parts) + "."]
+            + "; ".join(parts) + "."] if parts else []
 
 
 def code_notes(long: pd.DataFrame, grid: Grid) -> list[str]:
@@ -584,11 +567,9 @@ class Report:
 def build_report(grid: Grid, cells: list[Cell], profile: str, perplexity_fn: Optional[PerplexityFn] = None,
                  root: Path = PROJECT_ROOT) -> Report:
     """A paper table: the grid's cells beside its reference CSV (a grid naming no test set, Table 3, says none)."""
-    runs = [of_cell(cell) for cell in cells]
-    reference, reference_columns = read_reference(grid, root)
-    paper = grid.reference.get("test_set")
-    tested = test_sets(paper, runs) if paper else None
-    return assemble(grid, runs, profile, reference, reference_columns, tested, perplexity_fn)
+    runs, paper = [of_cell(cell) for cell in cells], grid.reference.get("test_set")
+    reference, columns = read_reference(grid, root)
+    return assemble(grid, runs, profile, reference, columns, test_sets(paper, runs) if paper else None, perplexity_fn)
 
 
 def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[pd.DataFrame],
@@ -608,19 +589,17 @@ def assemble(grid: Grid, runs: Sequence[Run], profile: str, reference: Optional[
 
 def write_report(report: Report, grid: Grid, out_dir: Path) -> list[Path]:
     """``<table>.md``, ``.csv`` (one row per entry, with p-values), ``.tex`` and ``.png`` under ``out_dir``."""
-    out_dir = Path(out_dir)
-    stem = out_dir / grid.name
+    stem = Path(out_dir) / grid.name
     csv = report.summary.drop(columns=["values"]).merge(
         report.significance.rename(columns={"best": "best_baseline"}),
         on=[*group_keys(grid), "column", "method_id"], how="left")
     if report.tested:     # a CSV read on its own still says which test sets each side's numbers come from
         csv["test_sets"] = report.tested
-    atomic_write_text(stem.with_suffix(".md"), report.markdown)
-    atomic_write_text(stem.with_suffix(".csv"), csv.to_csv(index=False))
-    atomic_write_text(stem.with_suffix(".tex"), latex_table(report.table, report.caption))
-    written = [stem.with_suffix(s) for s in (".md", ".csv", ".tex")]
+    texts = {".md": report.markdown, ".csv": csv.to_csv(index=False), ".tex": latex_table(report.table, report.caption)}
+    for suffix, text in texts.items():
+        atomic_write_text(stem.with_suffix(suffix), text)
     png = plot(report.summary, grid, stem.with_suffix(".png"))
-    return written + ([png] if png else [])
+    return [stem.with_suffix(suffix) for suffix in texts] + ([png] if png else [])
 
 
 # --- Table 3: perplexity of each run's augmentations ----------------------------------------
@@ -645,7 +624,6 @@ class PerplexityCache:
         if key not in self.values:
             # a method that kept no augmentation writes an empty aug.conll (perplexity None)
             texts = [" ".join(s.tokens) for s in outputs.augmentations(run.aug_path.parent)]
-            self.values[key] = perplexity(texts, analysis["perplexity_model"], analysis["batch_size"],
-                                          self.device, self.mode)
+            self.values[key] = perplexity(texts, model, analysis["batch_size"], self.device, self.mode)
             write_json(self.path, self.values)
         return self.values[key]

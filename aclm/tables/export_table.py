@@ -47,29 +47,27 @@ def export_cell(grid: Grid, cell: Cell, run: Run, profile: str, root: Path) -> d
     """Copy one cell's files; its index line."""
     here = cell.layout
     folder = Path("cells") / cell.dataset / f"gold{cell.gold}" / f"seed{cell.seed}" / method_id(cell)
-    line: dict = dict.fromkeys(FIELDS)
-    line.update(table=grid.name, profile=profile, dataset=cell.dataset, gold=str(cell.gold), seed=cell.seed,
-                method=cell.method, variant=cell.variant, predictions=[])
+    line = {**dict.fromkeys(FIELDS), "table": grid.name, "profile": profile, "dataset": cell.dataset,
+            "gold": str(cell.gold), "seed": cell.seed, "method": cell.method, "variant": cell.variant,
+            "status": run.status, "error": run.error, "predictions": []}
     if run.status != OK:
-        line.update(status=run.status, error=run.error)
         return line
     target = root / folder
     copies = {"gold_train": (here.stage(layout.DATA) / layout.gold_file("train"), "gold/train.conll"),
               "gold_dev": (here.stage(layout.DATA) / layout.gold_file("dev"), "gold/dev.conll"),
-              "result": (cell.layout.result_path, layout.RESULT)}
+              "result": (here.result_path, layout.RESULT)}
     if cell.method != layout.GOLD_ONLY:
         s6 = here.stage(layout.S6)
         copies.update(train=(s6 / layout.GOLD_AUG, layout.GOLD_AUG), augmentations=(s6 / layout.AUG, layout.AUG),
                       s6_report=(s6 / layout.REPORT, layout.REPORT))
     for field, (source, name) in copies.items():
         line[field] = _copy(source, target / name, folder / name)
-    for predictions in sorted((cell.layout.result_path.parent / layout.PREDICTIONS).glob("*.conll")):
-        line["predictions"].append(_copy(predictions, target / layout.PREDICTIONS / predictions.name,
-                                         folder / layout.PREDICTIONS / predictions.name))
+    for predictions in sorted((here.result_path.parent / layout.PREDICTIONS).glob("*.conll")):
+        name = Path(layout.PREDICTIONS) / predictions.name
+        line["predictions"].append(_copy(predictions, target / name, folder / name))
     atomic_write_text(target / CARD, model_card(cell, run))
     checkout = run.result.get("checkout") or {}
-    line.update(status="ok", f1=run.result["f1"], folder=str(folder), commit=checkout.get("commit"),
-                dirty=checkout.get("dirty"))
+    line.update(f1=run.result["f1"], folder=str(folder), commit=checkout.get("commit"), dirty=checkout.get("dirty"))
     line["train"] = line["train"] or line["gold_train"]             # Gold-only trains on the gold sample
     return line
 

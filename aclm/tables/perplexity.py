@@ -15,7 +15,6 @@ from typing import Sequence
 
 import torch
 
-
 from aclm.base.models import load_path
 
 MODES = ("sentence", "corpus")
@@ -30,14 +29,11 @@ def load_lm(name: str, device: str) -> tuple:
     return tokenizer, model
 
 
-def resolve_device(device: str | None) -> str:
-    return device if device not in (None, "auto") else ("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def token_nlls(texts: Sequence[str], model_name: str, batch_size: int = 32,
                device: str | None = None) -> list[tuple[float, int]]:
     """(summed NLL in nats, number of scored tokens) per text, in input order."""
-    device = resolve_device(device)
+    if device in (None, "auto"):
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer, model = load_lm(model_name, device)
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     limit = getattr(model.config, "n_positions", None) or tokenizer.model_max_length

@@ -18,25 +18,24 @@ from aclm.base.dicts import flatten
 from aclm.base.io import read_json
 from aclm.experiments.grid import Cell, GoldSize, failure
 from aclm.stages import outputs
-from aclm.stages.layout import AUG, FAILED as FAILED_FILE, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
+from aclm.stages.layout import AUG, GOLD_ONLY, RESULT, S1_EVAL, S6, S7_EVAL
 from aclm.engine import STAMP, stamp
 from aclm.engine.code import changed_code
 
 OK, FAILED, MISSING = "ok", "failed", "missing"
-#: config keys that say where files live or what ran a run, not what it computed: never compared
-WHERE = ("data_dir", "run_dir", "device")
-WHERE_SECTIONS = ("storage",)
-#: the config keys runs of one entry may differ in (a variant is compared as the run's identity)
-NOT_COMPARED = ("seed", *WHERE, "variant", "setting_variant")
-UNSET = "(unset)"
+#: config keys runs of one entry may differ in: the seed, where files live or what ran a run (and ``storage.*``),
+#: and the variant (compared as the run's identity)
+NOT_COMPARED = ("seed", "data_dir", "run_dir", "device", "variant", "setting_variant")
 #: what places a run found on disk, read from its result.json or its failed.json's command
 IDENTITY = ("profile", "dataset", "gold", "method", "seed")
+#: how many changed modules a warning names
+SHOWN_CHANGES = 4
 
 Settings = tuple[tuple[str, str], ...]      # (dotted key, JSON value), sorted
 
 
 class RunError(ValueError):
-    """A run's files that say too little to place it in a table."""
+    """Runs that make no table: files that say too little to place a run, none found, or two copies of one seed."""
 
 
 @dataclass(frozen=True)
@@ -53,22 +52,11 @@ class Run:
     result: Optional[dict] = None
     error: Optional[str] = None
     variant: str = ""
-    sweep_label: Optional[str] = None        # a grid's sweep label; else the variant and label make the row
+    sweep: Optional[str] = None              # the row it fills beside its method's: a sweep point, variant or label
     setting_variant: str = ""
     block: int = 0                           # which of the grid's blocks (columns) it fills
-    settings: Optional[Settings] = None      # the config compared (:func:`compared`); None: none recorded
     overrides: Settings = ()                 # a failed run's command key=value words beyond its identity
     label: str = ""                          # the config keys that set its entry apart (tabulate_runs)
-
-    @property
-    def sweep(self) -> Optional[str]:
-        if self.sweep_label is not None:
-            return self.sweep_label
-        return (self.variant + (f"[{self.label}]" if self.label else "")) or None
-
-    @property
-    def failed_path(self) -> Path:
-        return self.result_path.parent / FAILED_FILE
 
     @property
     def aug_path(self) -> Path:
@@ -79,6 +67,12 @@ class Run:
         """The config result.json recorded (every stage's keys); empty when none was."""
         config = (self.result or {}).get("config")
         return config if isinstance(config, dict) else {}
+
+    @property
+    def settings(self) -> Optional[Settings]:
+        """What seeds of one entry share (:func:`compared`, :func:`scored_on`); None where no config was recorded."""
+        recorded = isinstance((self.result or {}).get("config"), dict)
+        return compared(self.config) + scored_on(self.result) if recorded else None
 
 
 def method_id(run: Run | Cell) -> str:
@@ -114,38 +108,45 @@ def of_file(path: Path) -> Run:
     missing = [key for key in IDENTITY if key not in fields]
     if missing:
         raise RunError(f"{path}: no {', '.join(missing)} recorded; cannot place the run in a table")
-    method_dir = path.parent.parent.name if path.parent.name == S7_EVAL else GOLD_ONLY
-    setting_dir = (path.parent.parent.parent if path.parent.name == S7_EVAL else path.parent.parent).name
-    config = record.get("config") if ok else None
-    overrides = () if ok else tuple(sorted((k, v) for k, v in fields.items() if k not in IDENTITY and is_compared(k)))
+    method_dir = path.parent.parent if path.parent.name == S7_EVAL else None     # none: Gold-only's s1_eval
+    setting_dir = (method_dir or path.parent).parent
+    outcome = (OK, with_code_warning(path.parent, record), None) if ok else (FAILED, None, failure(path))
     return Run(str(fields["profile"]), str(fields["dataset"]), as_gold(fields["gold"]), str(fields["method"]),
-               int(fields["seed"]), path.parent / RESULT, *(outcome(path.parent, record) if ok else
-                                                            (FAILED, None, failure(path))),
-               variant=str(record.get("variant") or method_dir.partition("@")[2]),
-               setting_variant=str(record.get("setting_variant") or setting_dir.partition("@")[2]),
-               settings=compared(config) + scored_on(record) if isinstance(config, dict) else None,
-               overrides=overrides)
+               int(fields["seed"]), path.parent / RESULT, *outcome,
+               variant=str(record.get("variant") or (method_dir.name.partition("@")[2] if method_dir else "")),
+               setting_variant=str(record.get("setting_variant") or setting_dir.name.partition("@")[2]),
+               overrides=() if ok else tuple(sorted((k, v) for k, v in fields.items()
+                                                    if k not in IDENTITY and is_compared(k))))
 
 
-def outcome(scores: Path, result: dict) -> tuple[str, dict, None]:
-    """A found result is ok; made by code that has changed since it ran, it carries a warning naming that code."""
-    changed = changed_since(scores)
-    if changed:
-        named = ", ".join(changed[:SHOWN_CHANGES]) + (f" and {len(changed) - SHOWN_CHANGES} more"
-                                                      if len(changed) > SHOWN_CHANGES else "")
-        result = {**result, "warnings": [*(result.get("warnings") or []),
-                                         f"made by code that has changed since it ran: {named}"]}
-    return OK, result, None
+def with_code_warning(scores: Path, result: dict) -> dict:
+    """``result``, warned if its chain's code (stamps of its stage and inputs) changed since; no stamp: as it is."""
+    if not (scores / STAMP).is_file():
+        return result
+    own = stamp(scores)
+    setting = scores.parent if scores.name == S1_EVAL else scores.parent.parent
+    chain = [own, *(stamp(setting / name) for name in own["identity"]["inputs"] if (setting / name / STAMP).is_file())]
+    changed = sorted({key for made in chain for key in changed_code(made["identity"].get("code", {}))})
+    if not changed:
+        return result
+    named = ", ".join(changed[:SHOWN_CHANGES]) + (f" and {len(changed) - SHOWN_CHANGES} more"
+                                                  if len(changed) > SHOWN_CHANGES else "")
+    return {**result, "warnings": [*(result.get("warnings") or []),
+                                   f"made by code that has changed since it ran: {named}"]}
+
+
+def tested_sizes(result: dict) -> dict[str, int]:
+    """The sentences of each test set a result was scored on, by name (``sizes["test:<name>"]``)."""
+    return {key.partition(":")[2]: n for key, n in (result.get("sizes") or {}).items() if key.startswith("test:")}
 
 
 def scored_on(result: dict) -> Settings:
     """What a run was scored on and cut from, as its result.json recorded it: each test set's size and content,
     and the gold data's content.  Runs that differ in them are never seeds of one entry."""
     data = result.get("data") or {}
-    tests = {key.partition(":")[2]: size for key, size in (result.get("sizes") or {}).items() if key.startswith("test:")}
     found = [(f"test set {name}", json.dumps(f"{size} sentences" + (f", {data['test'][name][:8]}"
                                                                     if name in data.get("test", {}) else "")))
-             for name, size in tests.items()]
+             for name, size in tested_sizes(result).items()]
     if data.get("gold"):
         found.append(("gold data", json.dumps(hashlib.sha256(repr(sorted(data["gold"].items())).encode())
                                                .hexdigest()[:8])))
@@ -162,46 +163,23 @@ def as_gold(value) -> GoldSize:
     return int(value) if str(value).isdigit() else str(value)
 
 
-#: how many changed modules a warning names
-SHOWN_CHANGES = 4
-
-
-def chain_code(scores: Path) -> dict[str, dict[str, str]]:
-    """The code digests each stage of a scoring stage's chain recorded (its stamp and its inputs'), by folder."""
-    own = stamp(scores)
-    root = scores.parent if scores.name == S1_EVAL else scores.parent.parent    # the setting's folder
-    inputs = [root / name for name in own["identity"]["inputs"]]
-    return {str(scores): own["identity"].get("code", {}),
-            **{str(folder): stamp(folder)["identity"].get("code", {}) for folder in inputs
-               if (folder / STAMP).is_file()}}
-
-
-def changed_since(scores: Path) -> list[str]:
-    """The modules of a finished run's chain whose code differs now (none known without a stamp)."""
-    if not (scores / STAMP).is_file():
-        return []
-    return sorted({key for code in chain_code(scores).values() for key in changed_code(code)})
-
-
 def is_compared(key: str) -> bool:
-    return key not in NOT_COMPARED and key.split(".")[0] not in WHERE_SECTIONS
+    return key not in NOT_COMPARED and key.split(".")[0] != "storage"
 
 
 def compared(config: dict) -> Settings:
-    """What of a recorded config must be equal for two runs to be seeds of one entry: all of it but ``seed``
-    and where files live (``data_dir``, ``run_dir``, ``device``, ``storage.*``)."""
+    """What of a recorded config must be equal for two runs to be seeds of one entry: all but :data:`NOT_COMPARED`."""
     return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in flatten(config).items() if is_compared(k)))
 
 
 def shown(value: Optional[str]) -> str:
     """A compared value (JSON) as a label writes it."""
     if value is None:
-        return UNSET
+        return "(unset)"
     plain = json.loads(value)
     return plain if isinstance(plain, str) else json.dumps(plain)
 
 
 def differing(configs: list[dict[str, str]]) -> list[str]:
     """The keys whose values (JSON; missing: unset) are not the same in all of ``configs``."""
-    keys = sorted({k for c in configs for k in c})
-    return [k for k in keys if len({c.get(k) for c in configs}) > 1]
+    return [k for k in sorted({k for c in configs for k in c}) if len({c.get(k) for c in configs}) > 1]

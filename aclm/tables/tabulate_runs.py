@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -33,40 +34,31 @@ COMPARED = "aclm"
 BASELINES = tuple(m.name for m in METHODS.values() if m.generation != "aclm")
 #: a label longer than this names its first keys and a hash of the config
 LABEL_WIDTH = 80
-
-
-class TabulateError(RunError):
-    """Runs that make no table: none found, or two copies of one seed."""
+GROUPING_NOTE = ("Seeds: an entry averages only runs of one profile and one config (all recorded keys but seed, "
+                 "data_dir, run_dir, device, storage.*); [key=value] labels the rows of one method and setting "
+                 "whose configs differ.")
 
 
 # --- finding runs --------------------------------------------------------------------------
 
 def matching_files(pattern: str) -> list[Path]:
     """The files a path or glob names (folders searched); a glob for result.json also finds a failed run's."""
-    if not glob.has_magic(pattern):
-        if not Path(pattern).exists():
-            raise TabulateError(f"{pattern}: no such file or folder")
-        found = [Path(pattern)]
-    else:
-        patterns = [pattern] + ([pattern[: -len(RESULT)] + FAILED] if pattern.endswith(RESULT) else [])
-        found = [Path(p) for each in patterns for p in glob.glob(each, recursive=True)]
-    files = []
-    for path in found:
-        files += [*path.rglob(RESULT), *path.rglob(FAILED)] if path.is_dir() else [path]
-    return files
+    if not glob.has_magic(pattern) and not Path(pattern).exists():
+        raise RunError(f"{pattern}: no such file or folder")
+    patterns = [pattern] + ([pattern[: -len(RESULT)] + FAILED] if pattern.endswith(RESULT) else [])
+    found = [Path(p) for each in patterns for p in glob.glob(each, recursive=True)]
+    return [f for path in found for f in ([*path.rglob(RESULT), *path.rglob(FAILED)] if path.is_dir() else [path])]
 
 
 def find_runs(patterns: Sequence[str]) -> list[Run]:
     """The runs under ``patterns``, once each, in table order; a failed.json beside a result is stale and left out."""
     files: dict[Path, Path] = {}
-    for pattern in patterns:
-        for path in matching_files(pattern):
-            if path.parent.name not in (S1_EVAL, S7_EVAL) or path.name not in (RESULT, FAILED):
-                continue
-            if path.name == RESULT or not (path.parent / RESULT).exists():
-                files.setdefault(path.parent.resolve(), path)
+    for path in (path for pattern in patterns for path in matching_files(pattern)):
+        if path.parent.name in (S1_EVAL, S7_EVAL) and (path.name == RESULT or (
+                path.name == FAILED and not (path.parent / RESULT).exists())):
+            files.setdefault(path.parent.resolve(), path)
     if not files:
-        raise TabulateError(f"no result.json or failed.json of a run under {' '.join(patterns)}")
+        raise RunError(f"no result.json or failed.json of a run under {' '.join(patterns)}")
     return sorted(labelled([of_file(path) for path in files.values()]), key=run_order)
 
 
@@ -102,28 +94,26 @@ def short_hash(entry: tuple) -> str:
     return hashlib.sha256(repr(entry).encode()).hexdigest()[:6]
 
 
+def entry_label(entry: tuple, keys: list[str]) -> str:
+    """An entry's differing ``keys`` (a config's), or the words of a failed run's command."""
+    if entry[0] == "config":
+        parts = [f"{k}={shown(dict(entry[1]).get(k))}" for k in keys]
+    else:
+        parts = [f"{k}={v}" for k, v in (entry[1] if entry[0] == "command" else ())] or ["config not recorded"]
+    text = ", ".join(parts)
+    if len(text) > LABEL_WIDTH:
+        return f"{', '.join(parts[:2])}, … +{len(parts) - 2} keys #{short_hash(entry)}"
+    return text
+
+
 def entry_labels(entries: list[tuple]) -> dict[tuple, str]:
     """A unique label per entry of one method and setting: the config keys that differ (none for a lone entry)."""
     if len(entries) < 2:
         return {entry: "" for entry in entries}
     keys = differing([dict(e[1]) for e in entries if e[0] == "config"])
-    labels = {}
-    for entry in entries:
-        if entry[0] == "config":
-            parts = [f"{k}={shown(dict(entry[1]).get(k))}" for k in keys]
-        elif entry[0] == "command":
-            parts = [f"{k}={v}" for k, v in entry[1]] or ["config not recorded"]
-        else:
-            parts = ["config not recorded"]
-        text = ", ".join(parts)
-        if len(text) > LABEL_WIDTH:
-            text = f"{', '.join(parts[:2])}, … +{len(parts) - 2} keys #{short_hash(entry)}"
-        labels[entry] = text
-    seen: dict[str, int] = {}
-    for text in labels.values():
-        seen[text] = seen.get(text, 0) + 1
-    return {entry: (f"{text} #{short_hash(entry)}".strip() if seen[text] > 1 else text)
-            for entry, text in labels.items()}
+    labels = {entry: entry_label(entry, keys) for entry in entries}
+    seen = Counter(labels.values())
+    return {entry: f"{text} #{short_hash(entry)}".strip() if seen[text] > 1 else text for entry, text in labels.items()}
 
 
 def labelled(runs: list[Run]) -> list[Run]:
@@ -140,8 +130,7 @@ def labelled(runs: list[Run]) -> list[Run]:
         labels = entry_labels(sorted(set(entries), key=natural))
         for run, entry in zip(members, entries):
             label = "; ".join(part for part in (run.setting_variant, labels[entry]) if part)
-            settings = entry[1] if entry[0] == "config" else run.settings
-            out.append(replace(run, label=label, settings=settings))
+            out.append(replace(run, label=label, sweep=(run.variant + (f"[{label}]" if label else "")) or None))
     return out
 
 
@@ -151,7 +140,7 @@ def check_one_run_per_seed(runs: Sequence[Run], entries: Sequence[tuple]) -> Non
     for run, entry in zip(runs, entries):
         first = seen.setdefault((entry, run.seed), run)
         if first is not run:
-            raise TabulateError(
+            raise RunError(
                 f"two runs of one entry ({run.profile}, {run.dataset}, gold {run.gold}, "
                 f"{run.method}{'@' + run.variant if run.variant else ''}) have seed {run.seed}: "
                 f"{first.result_path.parent} and {run.result_path.parent}; a seed counts once in a mean: "
@@ -159,18 +148,14 @@ def check_one_run_per_seed(runs: Sequence[Run], entries: Sequence[tuple]) -> Non
 
 
 def natural(value: Any) -> tuple:
-    """A sort key that puts ``epochs=5`` before ``epochs=10``."""
+    """A sort key that puts ``epochs=5`` before ``epochs=10`` (and gold 100 before 1000 and ``full``)."""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", repr(value)))
-
-
-def gold_order(gold: GoldSize) -> tuple:
-    return (0, gold, "") if isinstance(gold, int) else (1, 0, gold)
 
 
 def run_order(run: Run) -> tuple:
     """Method table order (others after), then variant, label, profile, dataset, gold size and seed."""
     rank = list(METHODS).index(run.method) if run.method in METHODS else len(METHODS)
-    return rank, run.method, run.variant, natural(run.label), run.profile, run.dataset, gold_order(run.gold), run.seed
+    return rank, run.method, run.variant, natural(run.label), run.profile, run.dataset, natural(run.gold), run.seed
 
 
 # --- the tables' grids ---------------------------------------------------------------------
@@ -189,8 +174,7 @@ def f1_columns(dataset: str, gold: GoldSize, results: list[dict], profile: str =
 
 def type_columns(dataset: str, gold: GoldSize, results: list[dict], profile: str = "") -> dict[str, str]:
     """The per-type table's columns of one dataset and gold size: every entity type its runs were scored on."""
-    types = dict.fromkeys(t for result in results for t in result.get("per_type", {}))
-    return {literal(t): f"per_type.{t}.f1" for t in types}
+    return {literal(t): f"per_type.{t}.f1" for t in dict.fromkeys(t for r in results for t in r.get("per_type", {}))}
 
 
 TABLES = {
@@ -204,24 +188,20 @@ def method_names(runs: Sequence[Run], paper: Optional[Grid]) -> dict[str, str]:
     """A row name for every method, variant and label present: the paper grid's name for a method, else ours."""
     names = {**{m.name: m.title for m in METHODS.values()},
              **({k: v for k, v in paper.method_names.items() if "@" not in k} if paper else {})}
-    out = {}
-    for run in runs:
-        name = names.get(run.method, run.method)
-        out[method_id(run)] = (name + (f" @{run.variant}" if run.variant else "")
-                               + (f" [{run.label}]" if run.label else ""))
-    return out
+    return {method_id(run): names.get(run.method, run.method) + (f" @{run.variant}" if run.variant else "")
+            + (f" [{run.label}]" if run.label else "") for run in runs}
 
 
 def comparison(runs: Sequence[Run], control: Optional[str] = None) -> dict:
     """ACLM's unlabelled row against the baselines present (their variants too), and every entry against ``control``."""
     present = {method_id(run) for run in runs}
     if control is not None and control not in present:
-        raise TabulateError(f"--against {control}: no run of it among the runs found "
-                            f"(methods: {', '.join(sorted(present))})")
+        raise RunError(f"--against {control}: no run of it among the runs found "
+                       f"(methods: {', '.join(sorted(present))})")
     compare = {"control": control} if control else {}
     if COMPARED in present:
-        ids = dict.fromkeys(method_id(run) for run in runs if run.method in BASELINES)
-        compare.update(method=COMPARED, baselines=list(ids))
+        baselines = dict.fromkeys(method_id(run) for run in runs if run.method in BASELINES)
+        compare.update(method=COMPARED, baselines=list(baselines))
     return compare
 
 
@@ -233,7 +213,7 @@ def table_grid(name: str, runs: Sequence[Run], paper: Optional[Grid], control: O
     several = len({r.profile for r in runs}) > 1
     if several and name == "per_type":
         index = {"profile": "{profile}", **index}
-    settings = sorted({(r.profile, r.dataset, r.gold) for r in runs}, key=lambda s: (s[0], s[1], gold_order(s[2])))
+    settings = sorted({(r.profile, r.dataset, r.gold) for r in runs}, key=lambda s: (s[0], s[1], natural(s[2])))
     blocks, placed, order = [], [], []
     for i, (profile, dataset, gold) in enumerate(settings):
         mine = [replace(r, block=i) for r in runs if (r.profile, r.dataset, r.gold) == (profile, dataset, gold)]
@@ -274,10 +254,8 @@ def paper_numbers(paper: Grid, grid: Grid, runs: Sequence[Run], root: Path = PRO
         index = {key: template.format(**ours) for key, template in grid.index.items()}
         our_column = {path: column.format(**ours) for column, path in grid.blocks[run.block].columns.items()}
         key = tuple(template.format(**theirs) for template in paper.index.values())
-        for column, path in form.blocks[cell.block].columns.items():
-            if path in our_column:
-                rows.append({**index, "column": our_column[path],
-                             "paper": numbers.get((*key, column.format(**theirs)), math.nan)})
+        rows += [{**index, "column": our_column[path], "paper": numbers.get((*key, column.format(**theirs)), math.nan)}
+                 for column, path in form.blocks[cell.block].columns.items() if path in our_column]
     return pd.DataFrame(rows, columns=columns).astype({"paper": float}).drop_duplicates([*grid.index, "column"])
 
 
@@ -293,14 +271,7 @@ def tabulate(patterns: Sequence[str], paper_name: Optional[str] = None, root: Pa
     reports = []
     for name in TABLES:
         grid, placed, order = table_grid(name, runs, paper, control)
-        if not order:
-            continue
-        reference = paper_numbers(paper, grid, placed, root) if paper else None
-        reports.append((grid, assemble(grid, placed, profile, reference, order, tested, notes=[GROUPING_NOTE])))
+        if order:
+            reference = paper_numbers(paper, grid, placed, root) if paper else None
+            reports.append((grid, assemble(grid, placed, profile, reference, order, tested, notes=[GROUPING_NOTE])))
     return reports
-
-
-GROUPING_NOTE = ("Seeds: an entry averages only runs of one profile and one config (all recorded keys but seed, "
-                 "data_dir, run_dir, device, storage.*); [key=value] labels the rows of one method and setting "
-                 "whose configs differ.")
-
