@@ -14,8 +14,6 @@ a generator length limit that cuts more than 1% of S4's targets or S5's outputs 
 Every run makes the same check first (aclm/run/datacheck.py).
 """
 
-from __future__ import annotations
-
 from aclm.stages import layout
 from aclm.run.cli import main_guard, parse, stage_parser
 from aclm.run.datacheck import check_setting

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 
-
 from aclm.base.config import load_config
 from aclm.base.data import bio_spans
 from aclm.stages import layout, outputs

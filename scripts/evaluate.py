@@ -57,8 +57,8 @@ def check(gold: list[TaggedSentence], pred: list[TaggedSentence], cfg) -> Report
     add false positives) are warnings, since a small file may rightly hold a type once."""
     report = Report()
     for sentences in (gold, pred):
-        errors, warnings = tag_problems(sentences)
-        report.errors += errors if cfg.data_check.canonical_tags else [e for e in errors if "upper-case" not in e]
+        errors, warnings = tag_problems(sentences, cfg.data_check.canonical_tags)
+        report.errors += errors
         report.warnings += warnings
     report.warnings += rare_types(gold, cfg.data_check.min_type_sentences)
     gold_types = entity_types(gold)
@@ -73,9 +73,8 @@ def score(gold: list[TaggedSentence], pred: list[TaggedSentence], cfg, strict: b
     for message in report.warnings:
         print(f"warning: {message}")
     report.raise_errors()
-    if strict:   # scored as written: an I- that opens an entity is not one
-        return evaluate_tags([s.tags for s in gold], [tags_as_written(s) for s in pred], strict=True)
-    return evaluate_tags([s.tags for s in gold], [s.tags for s in pred])
+    predicted = [tags_as_written(s) if strict else s.tags for s in pred]   # strict: an I- opening an entity is none
+    return evaluate_tags([s.tags for s in gold], predicted, strict=strict)
 
 
 def main() -> None:

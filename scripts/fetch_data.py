@@ -11,8 +11,6 @@ Runs never download: they read these files, which the stages hash by content, so
 the hub cannot stand behind a cached result. This is the one script that needs a network.
 """
 
-from __future__ import annotations
-
 from aclm.base.datasets import fetch_from_hub, resolve_data_dir
 from aclm.stages import layout
 from aclm.run.cli import main_guard, parse, stage_parser

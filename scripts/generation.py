@@ -8,8 +8,6 @@ Writes <run>/<method>/s5_generation/generations.jsonl: per attempt its source,
 round, mixner partner, template, decoded text and status (kept, duplicate,
 duplicate, copy, malformed_<reason>)."""
 
-from __future__ import annotations
-
 from aclm.stages import layout
 from aclm.run.cli import stage_script
 

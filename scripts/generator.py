@@ -6,8 +6,6 @@
 
 Writes the best-by-dev-loss model to <run>/<method>/s4_generator/ (a from_pretrained folder)."""
 
-from __future__ import annotations
-
 from aclm.stages import layout
 from aclm.run.cli import stage_script
 

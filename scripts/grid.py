@@ -9,21 +9,18 @@
     python scripts/grid.py submit table1 profile=paper --slurm [--dry-run]  # job arrays, then the table
     python scripts/grid.py jobs table1 profile=paper                  # runs one GPU holds at once (JOBS=auto)
 
-The cells are chosen by ``key=value`` as a stage script's config:
-``profile=`` (default paper), ``run_dir=`` (default runs) and the slices
-``langs=`` (datasets, or their last part: en matches multiconer/en),
-``sizes=``, ``methods=`` and ``seeds=`` (replacing the grid's), each a
-comma-separated list; ``test_set=official`` scores a MultiCoNER grid on the
-official MultiCoNER v1 test sets instead of the data folder's 2,000-sentence
-slices (default ``slice``; ``makefile``, ``list`` and ``submit`` stop at once
-when the release's files are missing).  ``rounds_on_dev=1,2,5,10`` runs every augmentation method at each R
-and tabulates, per seed, the R with the best dev F1 (off unless given).  ``makefile`` writes the fragment atomically
-(``<run_dir>/<profile>/grids/``) and prints its path.  ``submit`` sends the runs that are not done to Slurm
-(``aclm/experiments/slurm.py``; resources in configs/cluster.yaml; docs/cluster.md);
-``--dry-run`` prints the batch scripts instead.  ``jobs`` prints how many runs
-to start at once on this machine's GPU, from the measured CUDA peaks and the
-card's free memory (``aclm/experiments/packing.py``); ``make ... JOBS=auto`` uses it.  See ``aclm/experiments/grid.py`` for
-make and GNU parallel.
+The cells are chosen by ``key=value`` as a stage script's config: ``profile=`` (default paper), ``run_dir=``
+(default runs) and the slices ``langs=`` (datasets, or their last part: en matches multiconer/en), ``sizes=``,
+``methods=`` and ``seeds=`` (replacing the grid's), each a comma-separated list; ``test_set=official`` scores a
+MultiCoNER grid on the official MultiCoNER v1 test sets instead of the data folder's 2,000-sentence slices (default
+``slice``; ``makefile``, ``list`` and ``submit`` stop at once when the release's files are missing).
+``rounds_on_dev=1,2,5,10`` runs every augmentation method at each R and tabulates, per seed, the R with the best dev
+F1 (off unless given). ``makefile`` writes the fragment atomically (``<run_dir>/<profile>/grids/``) and prints its
+path. ``submit`` sends the runs that are not done to Slurm (``aclm/experiments/slurm.py``; resources in
+configs/cluster.yaml; docs/cluster.md); ``--dry-run`` prints the batch scripts instead. ``jobs`` prints how many
+runs to start at once on this machine's GPU, from the measured CUDA peaks and the card's free memory
+(``aclm/experiments/packing.py``); ``make ... JOBS=auto`` uses it. See ``aclm/experiments/grid.py`` for make and GNU
+parallel.
 """
 
 from __future__ import annotations
@@ -35,11 +32,12 @@ from pathlib import Path
 from typing import Iterator
 
 from aclm.base.config import load_config
+from aclm.base.io import atomic_write_text
 from aclm.base.signals import handle_signals
-from aclm.experiments.grid import (SELECTION, SLICES, cell_command, conflicts, expand, fragment_path, grid_names,
-                                   grid_script, load_grid, makefile, parse_slice, prune_finished_s1,
+from aclm.experiments.grid import (SELECTION, SLICE, SLICES, cell_command, conflicts, expand, fragment_path,
+                                   grid_names, grid_script, load_grid, makefile, parse_slice, prune_finished_s1,
                                    require_test_set_data, run_cell, selected_cells, selection, with_prerequisites,
-                                   with_test_set, write_makefile)
+                                   with_test_set)
 from aclm.experiments.packing import choose, length_ratios
 from aclm.experiments.slurm import CLUSTER_FILE, Places, load_cluster, plan, plan_jobs, submit, summary
 
@@ -57,7 +55,7 @@ def add_grid_args(parser: argparse.ArgumentParser) -> None:
 
 def slices(chosen: dict) -> dict:
     """What makes a fragment's file name: the slices, a test set other than the slice's own, and R chosen on dev."""
-    official = chosen["test_set"] not in (None, "slice")
+    official = chosen["test_set"] not in (None, SLICE)
     return {**{k: parse_slice(chosen[k]) for k in SLICES}, "test_set": [chosen["test_set"]] if official else None,
             "rounds_on_dev": parse_slice(chosen.get("rounds_on_dev"))}
 
@@ -158,7 +156,8 @@ def main() -> None:
     elif args.command == "makefile":
         title = f"{grid.name} ({grid.title}) for profile {chosen['profile']}: {len(cells)} cells"
         path = fragment_path(chosen["run_dir"], chosen["profile"], grid.name, slices(chosen))
-        print(write_makefile(path, makefile(cells, title, args.python)))
+        atomic_write_text(path, makefile(cells, title, args.python))
+        print(path)
     else:
         for c in with_prerequisites(cells):
             if args.phase is None or c.phase == args.phase:

@@ -9,8 +9,6 @@ word indices, the attention each candidate receives from the entities, and a
 status (ok, no_entity, too_long, failed). method=aclm_random / aclm_only_entity
 select the variants."""
 
-from __future__ import annotations
-
 from aclm.stages import layout
 from aclm.run.cli import stage_script
 

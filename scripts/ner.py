@@ -12,8 +12,6 @@ stages first when needed). Either way the model is then scored on the test
 set(s) in its own stage (s1_eval/ or s7_eval/, which holds result.json).
 """
 
-from __future__ import annotations
-
 from aclm.run.cli import stage_script
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ aug.conll, gold+aug.conll and report.json (generated, dropped per reason, kept,
 diversity).
 """
 
-from __future__ import annotations
-
 from aclm.stages import layout
 from aclm.run.cli import stage_script
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from itertools import groupby
 from pathlib import Path
 
 from aclm.base.data import DataError, TaggedSentence, format_conll, read_conll, read_text_lines, split_columns
@@ -49,14 +50,8 @@ def read_input(path: Path) -> list[TaggedSentence]:
         words = [line.split() for line in lines]
         return [TaggedSentence(w, ["O"] * len(w), {"source": f"{path}:{n}"})
                 for n, w in enumerate(words, start=1) if w]
-    sentences, current = [], []
-    for line in [*lines, ""]:
-        if line.strip():
-            current.append(line.strip())
-        elif current:
-            sentences.append(TaggedSentence(current, ["O"] * len(current)))
-            current = []
-    return sentences
+    blocks = [list(words) for filled, words in groupby(map(str.strip, lines), key=bool) if filled]
+    return [TaggedSentence(words, ["O"] * len(words)) for words in blocks]
 
 
 def main() -> None:

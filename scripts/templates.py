@@ -8,8 +8,6 @@ Writes <run>/<method>/s3_templates/{train,dev}.jsonl: per sentence the skeleton
 and one dynamically masked example. Dynamic masking itself is redrawn in S4
 (every epoch) and S5 (every round)."""
 
-from __future__ import annotations
-
 from aclm.stages import layout
 from aclm.run.cli import stage_script
 

@@ -235,8 +235,8 @@ def test_a_run_stopping_early_is_checked_for_the_models_its_stages_load(monkeypa
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))         # nothing cached
     cfg = load_config(["profile=paper", "method=aclm", f"data_dir={shared_data}"])
     steps = chain(cfg)
-    up_to_s2 = [key for step in steps[:3] for key in step.config_keys(cfg)]   # data, S1, S2
-    everything = [key for step in steps for key in step.config_keys(cfg)]
+    up_to_s2 = [key for step in steps[:3] for key in step.stage.keys_of(cfg)]   # data, S1, S2
+    everything = [key for step in steps for key in step.stage.keys_of(cfg)]
     assert sorted(check_setting(cfg, up_to_s2).errors) == sorted(
         e for e in check_setting(cfg, everything).errors if "(ner.model)" in e)
     assert any("(generator.model)" in e for e in check_setting(cfg, everything).errors)

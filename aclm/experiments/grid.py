@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from functools import lru_cache
+from itertools import product
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
@@ -29,7 +30,7 @@ from omegaconf import OmegaConf
 from aclm.base import registry
 from aclm.base.config import load_config
 from aclm.base.datasets import registry as dataset_registry
-from aclm.base.io import atomic_write_text, read_json, write_json
+from aclm.base.io import read_json, write_json
 from aclm.base.paths import PROJECT_ROOT
 from aclm.base.signals import Interrupted
 from aclm.engine import Stale, planning, prune
@@ -356,15 +357,9 @@ def profile_value(profile: str, method: str, key: str, overrides: tuple[str, ...
     return OmegaConf.select(load_config([f"profile={profile}", f"method={method}", *overrides]), key)
 
 
-def _matches_lang(dataset: str, wanted: list[str]) -> bool:
-    return dataset in wanted or dataset.rsplit("/", 1)[-1] in wanted
-
-
 def _check_slice(name: str, wanted: Optional[list[str]], available: Iterable[str]) -> None:
-    if wanted is None:
-        return
     available = set(available)
-    unmatched = [w for w in wanted if w not in available]
+    unmatched = [w for w in wanted or () if w not in available]
     if unmatched:
         raise GridError(f"{name}={','.join(unmatched)} matches nothing in this grid "
                         f"(it has {', '.join(sorted(available))})")
@@ -376,24 +371,18 @@ def expand(grid: Grid, profile: str, runs: str = "runs", langs: Slice = None, si
     name's last part (``en``: ``multiconer/en`` and ``conll2003/en``), ``seeds`` replaces the grid's."""
     langs, sizes, methods = parse_slice(langs), parse_slice(sizes), parse_slice(methods)
     seed_list = [int(s) for s in parse_slice(seeds) or grid.seeds]
-    datasets = {d for b in grid.blocks for d in b.datasets}
+    datasets = _datasets(grid)
     _check_slice("LANGS", langs, datasets | {d.rsplit("/", 1)[-1] for d in datasets})
     _check_slice("SIZES", sizes, {str(s) for b in grid.blocks for s in b.sizes})
     _check_slice("METHODS", methods, {m for b in grid.blocks for m in (*b.methods, *b.optional)})
     cells = []
     for i, block in enumerate(grid.blocks):
         base = tuple(f"{k}={format_value(v)}" for k, v in block.overrides.items())
-        for dataset in block.datasets:
-            if langs and not _matches_lang(dataset, langs):
-                continue
-            for gold in block.sizes:
-                if sizes and str(gold) not in sizes:
-                    continue
-                for method in block.chosen_methods(methods):
-                    for label, extra, variant in _sweep_points(block, profile, method, base):
-                        for seed in seed_list:
-                            cells.append(Cell(profile, dataset, gold, method, seed, runs, base, label, i,
-                                              variant, extra))
+        chosen = product([d for d in block.datasets if not langs or {d, d.rsplit("/", 1)[-1]} & set(langs)],
+                         [g for g in block.sizes if not sizes or str(g) in sizes], block.chosen_methods(methods))
+        cells += [Cell(profile, dataset, gold, method, seed, runs, base, label, i, variant, extra)
+                  for dataset, gold, method in chosen
+                  for label, extra, variant in _sweep_points(block, profile, method, base) for seed in seed_list]
     return cells
 
 
@@ -405,11 +394,9 @@ def _sweep_points(block: Block, profile: str, method: str,
     current = profile_value(profile, method, block.sweep_key, base)
     points = []
     for label, value in block.sweep_values.items():
-        if value == current:
-            points.append((label, (), ""))
-        else:
-            variant = re.sub(r"[^\w.+-]", "_", f"{block.sweep_key}-{format_value(value)}")
-            points.append((label, (f"{block.sweep_key}={format_value(value)}",), variant))
+        swept = f"{block.sweep_key}={format_value(value)}"
+        variant = re.sub(r"[^\w.+-]", "_", f"{block.sweep_key}-{format_value(value)}")
+        points.append((label, (), "") if value == current else (label, (swept,), variant))
     return points
 
 
@@ -501,27 +488,17 @@ def to_run(cells: Sequence[Cell]) -> set[Path]:
     """The result paths of ``cells`` that must run: those not done, and those that need one of them (a run
     that reads another's result, as Gold-only-budget reads ACLM's, is stale once that one reruns)."""
     pending = {cell.layout.result_path for cell in cells if not cell.is_done()}
-    grown = True
-    while grown:
-        before = len(pending)
-        pending |= {c.layout.result_path for c in cells if any(p.layout.result_path in pending for p in c.prerequisites())}
-        grown = len(pending) > before
+    while grown := {c.layout.result_path for c in cells
+                    if any(p.layout.result_path in pending for p in c.prerequisites())} - pending:
+        pending |= grown
     return pending
 
 
 def fragment_path(runs: str, profile: str, name: str, slices: dict[str, Optional[list[str]]]) -> Path:
     """Where a grid's fragment goes; a sliced grid gets its own file so concurrent makes never share one."""
-    chosen = {k: v for k, v in slices.items() if v}
-    suffix = ""
-    if chosen:
-        key = ";".join(f"{k}={','.join(v)}" for k, v in sorted(chosen.items()))
-        suffix = "-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+    key = ";".join(f"{k}={','.join(v)}" for k, v in sorted(slices.items()) if v)
+    suffix = "-" + hashlib.sha256(key.encode()).hexdigest()[:10] if key else ""
     return Path(runs) / profile / "grids" / f"{name}{suffix}.mk"
-
-
-def write_makefile(path: Path, text: str) -> Path:
-    atomic_write_text(path, text)
-    return path
 
 
 # --- one cell, recording failures ----------------------------------------------------------

@@ -16,9 +16,12 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import quantiles
 from typing import Callable, Iterable, Mapping, Optional
 
-from aclm.base.datasets import get_spec
+from aclm.base.data import DataError
+from aclm.base.datasets import get_spec, load_split
+from aclm.base.models import load_path
 from aclm.base.paths import CONFIG_DIR
 from aclm.engine.memory import CONTEXT_MB, create
 
@@ -71,12 +74,8 @@ def measured_needs(run_dir: Path, profile: str) -> dict[str, int]:
 
 def padded_length(dataset: str, generator: str) -> float:
     """What S4's and S5's batches of ``dataset`` pad to: a quantile of its targets' lengths in generator tokens."""
-    from statistics import quantiles
-
     from transformers import AutoTokenizer
 
-    from aclm.base.datasets import load_split
-    from aclm.base.models import load_path
     from aclm.steps.lengths import labelled, target_lengths
 
     trains = {member: load_split(member, "train") or [] for member in get_spec(dataset).union or [dataset]}
@@ -89,8 +88,6 @@ def padded_length(dataset: str, generator: str) -> float:
 def length_ratios(datasets: Iterable[str], generator: str) -> dict[str, float]:
     """Each dataset language's padded length over the reference dataset's; a language whose data is not here is
     left out (its stages lease the reference's need)."""
-    from aclm.base.data import DataError
-
     try:
         reference = padded_length(peaks()["reference_dataset"], generator)
     except (DataError, KeyError, OSError) as err:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import groupby
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -42,10 +43,6 @@ class Resources:
     mem: str
     time: str
 
-    def options(self, gpu_gres: str = "gpu") -> list[str]:
-        gres = [f"--gres={gpu_gres}:{self.gpus}"] if self.gpus else []
-        return [*gres, f"--cpus-per-task={self.cpus}", f"--mem={self.mem}", f"--time={self.time}"]
-
 
 @dataclass(frozen=True)
 class Cluster:
@@ -56,8 +53,10 @@ class Cluster:
     gpu_gres: str = "gpu"            # "shard": a phase's gpus count GPU shards, several runs to a GPU
 
     def options(self, phase: str) -> list[str]:
+        need = self.phases[phase]
+        gres = [f"--gres={self.gpu_gres}:{need.gpus}"] if need.gpus else []
         where = [f"--{k}={v}" for k, v in (("partition", self.partition), ("account", self.account)) if v]
-        return [*self.phases[phase].options(self.gpu_gres), *where, *self.sbatch]
+        return [*gres, f"--cpus-per-task={need.cpus}", f"--mem={need.mem}", f"--time={need.time}", *where, *self.sbatch]
 
 
 def load_cluster(path: Path = CLUSTER_FILE, partition: Optional[str] = None,
@@ -98,10 +97,8 @@ class Array:
 
 def setting_indices(cells: Sequence[Cell]) -> dict[Path, int]:
     """Each setting's index in the slice: the same in every array, so aftercorr pairs a setting's runs."""
-    index: dict[Path, int] = {}
-    for cell in with_prerequisites(cells):
-        index.setdefault(cell.layout.root, len(index))
-    return index
+    roots = dict.fromkeys(cell.layout.root for cell in with_prerequisites(cells))
+    return {root: i for i, root in enumerate(roots)}
 
 
 def plan(cells: Sequence[Cell], grid: str) -> tuple[list[Array], int]:
@@ -129,17 +126,8 @@ def plan(cells: Sequence[Cell], grid: str) -> tuple[list[Array], int]:
 
 def id_ranges(ids: Sequence[int]) -> str:
     """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2,5,7-8"``, the form of ``sbatch --array``."""
-    parts: list[str] = []
-    ids = sorted(ids)
-    start = prev = ids[0]
-    for i in [*ids[1:], None]:
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        parts.append(f"{start}-{prev}" if prev != start else str(start))
-        if i is not None:
-            start = prev = i
-    return ",".join(parts)
+    runs = [[i for _, i in run] for _, run in groupby(enumerate(sorted(ids)), lambda pair: pair[1] - pair[0])]
+    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 def run_label(cell: Cell) -> str:

@@ -88,10 +88,6 @@ class Step:
         """A scoring stage: it gets every earlier step by name (``chain=``)."""
         return "chain" in self._parameters()
 
-    def config_keys(self, cfg: DictConfig) -> tuple[str, ...]:
-        """The config keys its stage reads (a baseline's augment stage: those of the method table's entry)."""
-        return self.stage.keys_of(cfg)
-
     def describe(self, cfg: DictConfig) -> str:
         """Two lines for ``--list-stages``: what it is and reads, and the config keys it reads."""
         reads = [*(s if a == s else f"{a}={s}" for a, s in self.inputs.items()),
@@ -101,7 +97,7 @@ class Step:
         line = f"{self.name:<15} {self.stage.build.__module__ + '.' + self.stage.build.__name__:<37}"
         line += f" reads {', '.join(reads)}" if reads else ""
         line = (line + (f"; then prunes {self.frees}" if self.frees else "")).rstrip()
-        return f"{line}\n{'':<16}keys: {', '.join(self.config_keys(cfg))}"
+        return f"{line}\n{'':<16}keys: {', '.join(self.stage.keys_of(cfg))}"
 
 
 def chain(cfg: DictConfig) -> list[Step]:
@@ -151,29 +147,27 @@ def run_method(cfg: DictConfig, until: str | None = None, force: str | None = No
         raise ConfigError(f"cannot force {force!r}: method {cfg.method!r} has no such stage "
                           f"(its chain: {', '.join(names)})")
     forced = set(names[names.index(force):]) if force else set()
-    by_name = dict(zip(names, steps))
     if until == names[-1]:
         until = None                        # the whole chain
-    done: dict[str, Path] = {}
     if in_planning():                       # checking a finished run (a grid, a table): no data check, no lock
-        return _run_steps(cfg, steps, by_name, until, forced, done)
+        return _run_steps(cfg, steps, until, forced, {})
     will_run = steps[:names.index(until) + 1] if until else steps
-    preflight(cfg, [key for step in will_run for key in step.config_keys(cfg)])
+    preflight(cfg, [key for step in will_run for key in step.stage.keys_of(cfg)])
     here = RunLayout.of(cfg)
     with folder_lock(here.root, here.method_dir.name, here.method_dir, wait=wait), logging_to(here.log_path):
         log.info("run of %s (%s)", cfg.method, " ".join(sys.argv))
-        return _run_steps(cfg, steps, by_name, until, forced, done,
+        return _run_steps(cfg, steps, until, forced, {},
                           {step.name: recorded_seconds(cfg, step.name) for step in steps})
 
 
 def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
     """What a run would do, building nothing: each stage with ``current``, why it must run, or ``after <stage>``."""
-    names = [step.name for step in chain(cfg)]
+    steps = chain(cfg)
+    names = [step.name for step in steps]
     done: dict[str, Path] = {}
     with planning():
         try:
-            forced = set(names[names.index(force):]) if force else set()
-            _run_steps(cfg, chain(cfg), dict(zip(names, chain(cfg))), None, forced, done)
+            _run_steps(cfg, steps, None, set(names[names.index(force):]) if force else set(), done)
             return [(name, "current") for name in names]
         except Stale as stale:
             first, reason = stale.stage_name, stale.reason
@@ -181,10 +175,10 @@ def plan(cfg: DictConfig, force: str | None = None) -> list[tuple[str, str]]:
     return [*((name, "current") for name in done), (first, reason), *((n, f"after {first}") for n in after)]
 
 
-def _run_steps(cfg: DictConfig, steps: list[Step], by_name: dict[str, Step], until: str | None,
-               forced: set[str], done: dict[str, Path], recorded: Mapping[str, float | None] | None = None
-               ) -> dict[str, Path]:
+def _run_steps(cfg: DictConfig, steps: list[Step], until: str | None, forced: set[str], done: dict[str, Path],
+               recorded: Mapping[str, float | None] | None = None) -> dict[str, Path]:
     """Run (or, planning, check) ``steps`` into ``done``; with ``recorded``, log how long the rest may take."""
+    by_name = {step.name: step for step in steps}
 
     def run(step: Step, again: bool = False) -> Path:
         upstream: dict = {argument: done[source] for argument, source in step.inputs.items()}

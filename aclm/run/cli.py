@@ -15,9 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-
 from aclm.base.config import ConfigError, key_help, load_config, schema_keys
-
 from aclm.base.dicts import flatten, to_dict
 from aclm.base.data import DataError
 from aclm.base.logs import setup_logging
@@ -90,15 +88,12 @@ def stage_keys_help(overrides: Sequence[str], stages: Sequence[str]) -> str:
     lines = [f"\nconfig keys read (method={cfg.method}, profile={cfg.profile}; override any as key=value):"]
     shown: set[str] = set()
     for step in chosen:
-        keys = [k for k in leaf_keys(cfg, step.config_keys(cfg)) if k not in shown]
+        keys = [k for k in leaf_keys(cfg, step.stage.keys_of(cfg)) if k not in shown]
         if keys:
-            lines.append(f"  {step.name}:")
-        for name in keys:
-            shown.add(name)
-            lines += key_lines(cfg, name)
+            lines += [f"  {step.name}:", *(line for name in keys for line in key_lines(cfg, name))]
+        shown.update(keys)
     lines.append("  every stage (where things are and what watches them; in no stage's fingerprint):")
-    for name in ENVIRONMENT:
-        lines += key_lines(cfg, name)
+    lines += [line for name in ENVIRONMENT for line in key_lines(cfg, name)]
     return "\n".join(lines) + "\n"
 
 
@@ -126,27 +121,20 @@ def main_guard(main: Callable[[], None]) -> None:
     try:
         main()
         check_interrupted()
-    except Interrupted as stop:
-        _interrupted(stop)
-    except (DataError, FileNotFoundError, ConfigError, RunError) as err:
+    except (Interrupted, Exception) as err:
+        stop = err if isinstance(err, Interrupted) else None
         try:
             check_interrupted()             # an error caused by a signal (a torn save) is the signal's
-        except Interrupted as stop:
-            _interrupted(stop)
+        except Interrupted as signalled:
+            stop = stop or signalled
+        if stop:
+            print(f"interrupted ({stop}): the running stage was not stamped; a rerun resumes after the last "
+                  f"finished stage", file=sys.stderr)
+            sys.exit(stop.exit_code)
+        if not isinstance(err, (DataError, FileNotFoundError, ConfigError, RunError)):
+            raise
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)
-    except Exception:
-        try:
-            check_interrupted()
-        except Interrupted as stop:
-            _interrupted(stop)
-        raise
-
-
-def _interrupted(stop: Interrupted) -> None:
-    print(f"interrupted ({stop}): the running stage was not stamped; a rerun resumes after the last "
-          f"finished stage", file=sys.stderr)
-    sys.exit(stop.exit_code)
 
 
 def summary(cfg: DictConfig, done: Mapping[str, Path]) -> str:

@@ -1,10 +1,9 @@
 """The data check every run makes before it trains anything (and ``scripts/check_data.py`` alone).
 
-It reads every file a setting will use (its gold sample or the train set it is drawn from, dev, each test set)
-and the models it names; errors (each check below; a missing or malformed file with its file and line) stop
-the run before S0, warnings are logged. The list, for users: docs/configuration.md ("The data check"). Reads
-are cached per process by the files' sizes and times, so a grid of many methods on one setting reads its files
-once.
+It reads every file a setting uses (gold sample or its train set, dev, each test set) and the models it names;
+errors (a missing or malformed file with its file and line) stop the run before S0, warnings are logged. The
+list, for users: docs/configuration.md ("The data check"). Reads are cached per process by the files' sizes and
+times, so a grid of many methods on one setting reads its files once.
 """
 
 from __future__ import annotations
@@ -20,15 +19,13 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-
+from aclm.base import registry
 from aclm.base.config import ConfigError
-
 from aclm.base.models import hub_revision, is_hub_id, load_path, model_path
-
 from aclm.base.layers import NEEDS_ATTENTION, layer_indices
 from aclm.base.data import DataError, TaggedSentence, first_mentions, first_spans, read_conll, token_source
 from aclm.base.datasets import data_variant, get_spec, missing_hint, resolve_data_dir, run_spec
-from aclm.stages.data import member_config, sample_source, wanted_dev_size
+from aclm.stages.data import data_splits, member_config, sample_source, wanted_dev_size
 from aclm.stages.scores import test_names
 
 log = logging.getLogger("aclm.run.datacheck")
@@ -68,10 +65,7 @@ def setting_files(cfg: DictConfig) -> dict[str, Path]:
     """Role -> file for every file a setting reads: its train source, dev, and each test set."""
     spec = get_spec(cfg.dataset)
     if spec.union:
-        files: dict[str, Path] = {}
-        for member in spec.union:
-            files |= setting_files(member_config(cfg, member))
-        return files
+        return {role: path for member in spec.union for role, path in setting_files(member_config(cfg, member)).items()}
     base = resolve_data_dir(cfg.data_dir)
     train = spec.samples[cfg.gold] if sample_source(cfg) == "released" else spec.train
     files = {f"{cfg.dataset} train": spec.path(train, base)} if train else {}
@@ -100,8 +94,6 @@ def missing_files(files: dict[str, Path], cfg: DictConfig) -> list[str]:
 
 def model_keys(cfg: DictConfig, reads: Sequence[str] | None = None) -> list[str]:
     """The config keys naming a model this run loads (with ``reads``: only those of the stages that will run)."""
-    from aclm.base import registry
-
     method = registry.get(cfg.method)
     keys = ["ner.model"]
     if method.generation == "aclm":
@@ -142,10 +134,7 @@ def model_problem(key: str, name: str) -> str | None:
         return f"{key}={name}: the model folder does not exist; build it with `{target}`"
     if not is_hub_id(path):
         return f"{key}={name}: no such model folder"
-    if Path(load_path(path)).is_dir():
-        return None
-    unreachable = hub_unreachable()
-    if unreachable is None:
+    if Path(load_path(path)).is_dir() or (unreachable := hub_unreachable()) is None:
         return None
     from huggingface_hub import constants
 
@@ -183,8 +172,6 @@ def innermost(err: BaseException) -> BaseException:
 def code_mix_problem(cfg: DictConfig) -> str | None:
     """MELM's code-mixing on one language with no other to borrow from (it would run without code-mixing), or
     borrowing from the gold data's own language (MELM would fail once S1 had trained)."""
-    from aclm.base import registry
-
     if "melm" not in registry.get(cfg.method).keys or not cfg.melm.code_mix:
         return None
     spec = run_spec(cfg)
@@ -229,19 +216,14 @@ def sample_problems(cfg: DictConfig, counts: dict[str, int]) -> tuple[list[str],
 
 # --- what the sentences say ------------------------------------------------------------------
 
-def tag_problems(sentences: Sequence[TaggedSentence]) -> tuple[list[str], list[str]]:
-    """Errors (non-canonical case) and warnings (IOB1 openings) of the tags, with lines."""
+def tag_problems(sentences: Sequence[TaggedSentence], canonical: bool = True) -> tuple[list[str], list[str]]:
+    """Errors (non-canonical case, unless ``canonical`` is off) and warnings (IOB1 openings) of the tags, with lines."""
     errors, warnings = [], []
-    case: list[tuple[str, str]] = []
-    iob1 = 0
-    for s in sentences:
-        path = s.meta.get("source", "?").rsplit(":", 1)[0]
-        for _, line, raw in s.meta.get("rewritten_tags", ()):
-            if raw[0] == "I":    # upper-case I- opening an entity: only the scheme differs
-                iob1 += 1
-            else:
-                case.append((f"{path}:{line}", raw))
-    if case:
+    rewritten = [(f"{s.meta.get('source', '?').rsplit(':', 1)[0]}:{line}", raw)
+                 for s in sentences for _, line, raw in s.meta.get("rewritten_tags", ())]
+    iob1 = sum(raw[0] == "I" for _, raw in rewritten)      # upper-case I- opening an entity: only the scheme differs
+    case = [(where, raw) for where, raw in rewritten if raw[0] != "I"]
+    if case and canonical:
         where, raw = case[0]
         errors.append(f"{where}: tag {raw!r} is not upper-case BIO (as B-X/I-X, {raw.upper()!r}); "
                       f"{len(case)} such tag(s) in all. Fix the file (a lower-case tag beside upper-case ones "
@@ -258,13 +240,9 @@ def undeclared_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
     for role, found in read.items():
         dataset = dataset_of(role)
         declared = get_spec(dataset).types or ()
-        for etype, where in first_mentions(found).items():
-            if declared and etype not in declared:
-                problem = (f"{where}: entity type {etype!r} is not one of {dataset}'s types "
-                           f"({', '.join(sorted(declared))})")
-                if problem not in errors:      # one file in two roles is said once
-                    errors.append(problem)
-    return errors
+        errors += [f"{where}: entity type {etype!r} is not one of {dataset}'s types ({', '.join(sorted(declared))})"
+                   for etype, where in first_mentions(found).items() if declared and etype not in declared]
+    return list(dict.fromkeys(errors))          # one file in two roles is said once
 
 
 def case_clashes(sentences: Sequence[TaggedSentence]) -> list[str]:
@@ -299,8 +277,6 @@ def unseen_test_types(read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
 def sample_lacks_test_types(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -> list[str]:
     """Types a test set has and the gold sample lacks (a rare type a small sample missed): scoring would refuse the
     test set after all the training.  The sample is drawn here as S0 draws it (a second or less)."""
-    from aclm.stages.data import data_splits
-
     sampled = {etype for s in data_splits(cfg)[0] for etype in s.entity_types}
     tested = {etype: dataset_of(role) for role, found in read.items() if role.endswith(" test")
               for s in found for etype in s.entity_types}
@@ -354,7 +330,6 @@ def long_sentences(sentences: Sequence[TaggedSentence], model: str, limit: int) 
 def generator_cuts(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -> tuple[list[str], list[str]]:
     """Per training dataset, the shares of S4's targets and S5's outputs that the generator's length limits
     cut, counted with its tokenizer (lines to print, warnings for a share over 1%)."""
-    from aclm.base import registry
     from aclm.steps.lengths import WARN_SHARE, labelled
     from aclm.steps.lengths import generator_cuts as cuts_of
 
@@ -383,8 +358,6 @@ def generator_cuts(cfg: DictConfig, read: dict[str, Sequence[TaggedSentence]]) -
 def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str | None:
     """``keywords.layers`` against the encoder whose attention S2 reads (``ner.model``): a range past its
     layers would stop the run at S2, after S1 has trained.  A model that does not load is said elsewhere."""
-    from aclm.base import registry
-
     if registry.get(cfg.method).generation != "aclm" or cfg.keywords.selection not in NEEDS_ATTENTION:
         return None
     if reads is not None and not any(r == "keywords" or r.startswith("keywords.") for r in reads):
@@ -407,13 +380,8 @@ def layers_problem(cfg: DictConfig, reads: Sequence[str] | None = None) -> str |
 def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report:
     """Check every file and model a setting reads; never raises for what it finds (see Report)."""
     models = model_problems(cfg, reads)
-    report = Report(errors=list(models.values()))
-    code_mix = code_mix_problem(cfg)
-    if code_mix:
-        report.errors.append(code_mix)
     layers = None if "ner.model" in models else layers_problem(cfg, reads)
-    if layers:
-        report.errors.append(layers)
+    report = Report(errors=[*models.values(), *filter(None, [code_mix_problem(cfg), layers])])
     try:
         files = setting_files(cfg)
     except (DataError, KeyError) as err:
@@ -429,20 +397,18 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
         if not path.exists():
             continue
         try:
-            read[role] = _read(path, *_reader_settings(role))
+            read[role] = _read(role, path)
         except DataError as err:
             report.errors.append(str(err))
-            continue
-        report.files[str(path)] = len(read[role])
+        else:
+            report.files[str(path)] = len(read[role])
     sentences = [s for found in read.values() for s in found]
     errors, warnings = sample_problems(cfg, {role: len(found) for role, found in read.items()})
     report.errors += errors
     report.warnings += warnings
     if not sentences:
         return report
-    errors, warnings = tag_problems(sentences)
-    if not cfg.data_check.canonical_tags:
-        errors = [e for e in errors if "upper-case BIO" not in e]
+    errors, warnings = tag_problems(sentences, cfg.data_check.canonical_tags)
     report.errors += errors + undeclared_types(read) + case_clashes(sentences)
     report.errors += rare_types(sentences, cfg.data_check.min_type_sentences)
     trains = [role for role in files if role.endswith(" train")]
@@ -459,14 +425,9 @@ def check_setting(cfg: DictConfig, reads: Sequence[str] | None = None) -> Report
     return report
 
 
-def _reader_settings(role: str) -> tuple[str, str | None]:
-    spec = get_spec(dataset_of(role))
-    return spec.format, spec.empty_token
-
-
-def _read(path: Path, fmt: str, empty_token: str | None) -> list[TaggedSentence]:
-    stat = path.stat()
-    return list(_cached_read(str(path), stat.st_size, stat.st_mtime_ns, fmt, empty_token))
+def _read(role: str, path: Path) -> list[TaggedSentence]:
+    spec, stat = get_spec(dataset_of(role)), path.stat()
+    return list(_cached_read(str(path), stat.st_size, stat.st_mtime_ns, spec.format, spec.empty_token))
 
 
 @lru_cache(maxsize=32)

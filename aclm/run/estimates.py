@@ -11,6 +11,7 @@ measured run: ``python -m aclm.run.estimates --help``.
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median_high
 from typing import Mapping
 
 from omegaconf import DictConfig, OmegaConf
@@ -35,15 +36,14 @@ def recorded_seconds(cfg: DictConfig, name: str) -> float | None:
     stamps = [s for s in (stamp(path.parent) for path in (Path(cfg.run_dir) / cfg.profile).glob(f"**/{name}/{STAMP}"))
               if name not in SPAN_STAGES or ("gliner" in s.get("config", {})) == span]
     if name != layout.S7:
-        times = sorted(s["seconds"] for s in stamps)
-        return times[len(times) // 2] if times else None
+        return median_high([s["seconds"] for s in stamps]) if stamps else None
     rates = len(cfg.tuning.learning_rates)          # a tuned S7 trains one tagger per rate: counted a tagger at a time
     alike = [s for s in stamps if bool(tuning_rates(s["config"])) == bool(rates)]
     if not alike and not span and registry.get(cfg.method).generation == "none":   # the gold alone: S1's work
         s1 = recorded_seconds(cfg, layout.S1)
         return s1 * max(1, rates) if s1 is not None else None
-    times = sorted(s["seconds"] / max(1, len(tuning_rates(s["config"]))) for s in alike or stamps)
-    return times[len(times) // 2] * max(1, rates) if times else None
+    times = [s["seconds"] / max(1, len(tuning_rates(s["config"]))) for s in alike or stamps]
+    return median_high(times) * max(1, rates) if times else None
 
 
 def tuning_rates(config: Mapping) -> list:

@@ -46,14 +46,11 @@ def origin(name: str) -> str:
 
 def tagger(key: str, name: str) -> Findings:
     """The S1/S7 encoder's tokenizer: its class and a real length limit."""
-    found = Findings()
     tokenizer = load_tokenizer(name)
-    found.lines.append(f"{key}: {origin(name)}; {type(tokenizer).__name__}, {len(tokenizer):,} pieces, "
-                       f"model_max_length {tokenizer.model_max_length}")
-    if tokenizer.model_max_length > NO_LIMIT:
-        found.problems.append(f"{key}={name}: its tokenizer has no model_max_length, so flair cannot split "
-                              f"sentences longer than the encoder takes")
-    return found
+    unlimited = [f"{key}={name}: its tokenizer has no model_max_length, so flair cannot split sentences longer "
+                 f"than the encoder takes"] if tokenizer.model_max_length > NO_LIMIT else []
+    return Findings([f"{key}: {origin(name)}; {type(tokenizer).__name__}, {len(tokenizer):,} pieces, "
+                     f"model_max_length {tokenizer.model_max_length}"], unlimited)
 
 
 def generator(key: str, name: str, languages: Sequence[str], sentences) -> Findings:

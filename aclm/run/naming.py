@@ -16,9 +16,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-
 from aclm.base.config import load_config, read_config_file
-
 from aclm.base.dicts import config_hash, flatten, to_dict
 from aclm.stages import layout
 from aclm.run.chain import chain
