@@ -20,28 +20,29 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import time
-from collections import Counter
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools is no installed package: the checkout's
+
 import torch
 from omegaconf import OmegaConf
-
+from transformers import AutoModel, AutoTokenizer
 
 from aclm.base.config import load_config
-
-from aclm.base.models import model_path
-from aclm.base.data import TaggedSentence, read_conll
+from aclm.base.data import TaggedSentence, entity_types, read_conll
 from aclm.base.datasets import load_split
+from aclm.base.models import model_path
 from aclm.steps.constraints import MODES, LabelGrammar
-from aclm.steps.generator import add_label_tokens, language_code, load_generator
 from aclm.steps.generation import Job, decode_jobs, decode_keeping_labels, nearest_neighbours
+from aclm.steps.generator import add_label_tokens, language_code, load_generator
 from aclm.steps.keywords import extract_keywords
 from aclm.steps.labels import PARSERS, label_tokens, parse_generation
-from aclm.steps.screening import MalformedGeneration
 from aclm.steps.templates import dynamic_mask, render, skeleton
+from tools.generation_quality import entities
+from tools.gpu_measure import clocked, parsed
 
 FULL_RETRIEVAL = 15_000
 
@@ -54,40 +55,26 @@ def corpus(n: int) -> list[TaggedSentence]:
     return [sentences[i % len(sentences)] for i in range(n)]
 
 
-def timed(fn, *args, **kwargs) -> tuple[float, object]:
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return time.perf_counter() - start, out
-
-
-class Clock:
-    """Wall and CPU seconds of a block (CPU: this process, every thread)."""
-
-    def __enter__(self) -> "Clock":
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+def timed(device, fn, *args, **kwargs) -> tuple[float, object]:
+    """``fn(*args, **kwargs)``'s seconds (:func:`clocked`) and result."""
+    with clocked(device) as took:
+        out = fn(*args, **kwargs)
+    return took["seconds"], out
 
 
 @contextmanager
 def grammar_clock(device) -> Iterator[list[float]]:
-    """Seconds of every :class:`LabelGrammar` call (one per decoding step) while the block runs."""
+    """Seconds of every :class:`LabelGrammar` call (one per decoding step) while the block runs (each resets
+    CUDA's peak memory: no clock around the block can report one)."""
     spent: list[float] = []
     call = LabelGrammar.__call__
 
-    def clocked(self, input_ids, scores):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        out = call(self, input_ids, scores)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        spent.append(time.perf_counter() - start)
+    def clocked_call(self, input_ids, scores):
+        seconds, out = timed(device, call, self, input_ids, scores)
+        spent.append(seconds)
         return out
 
-    LabelGrammar.__call__ = clocked
+    LabelGrammar.__call__ = clocked_call
     try:
         yield spent
     finally:
@@ -95,43 +82,27 @@ def grammar_clock(device) -> Iterator[list[float]]:
 
 
 def released_generation(model, tokenizer, templates: list[str], decoding, code: str, device,
-                        keep_ids: set[int]) -> tuple[Clock, list[str]]:
+                        keep_ids: set[int]) -> tuple[dict, list[str]]:
     """The released code's decoding: one pipeline call per template; its time and outputs (label tokens kept)."""
     from transformers import pipeline
 
     generate = pipeline("text2text-generation", model=model, tokenizer=tokenizer, device=device)
     generate.generation_config.max_new_tokens = None   # the pipeline's own default (256) would override max_length
     outputs = []
-    with Clock() as clock:
+    with clocked(device) as took:
         for i, template in enumerate(templates):
             torch.manual_seed(i)
             ids = generate(template, do_sample=True, top_k=decoding.top_k, num_beams=decoding.num_beams,
                            max_length=decoding.max_length, forced_bos_token_id=tokenizer.convert_tokens_to_ids(code),
                            return_tensors=True)[0]["generated_token_ids"]
             outputs.append(decode_keeping_labels(tokenizer, ids.tolist(), keep_ids))
-    return clock, outputs
+    return took, outputs
 
 
 def usable(text: str, source: TaggedSentence, types: list[str]) -> bool:
     """Well formed (the project's parse), every entity of ``source`` kept (words and type), not a copy of it."""
-    try:
-        parsed = parse_generation(text, types)
-    except MalformedGeneration:
-        return False
-    return not (entities(source) - entities(parsed)) and parsed.tokens != source.tokens
-
-
-def entities(sentence: TaggedSentence) -> Counter:
-    """A sentence's entities as a multiset of (words, type)."""
-    return Counter((tuple(sentence.tokens[a:b]), etype) for a, b, etype in sentence.spans())
-
-
-def accepted_by_released_rule(text: str, types: list[str]) -> bool:
-    try:
-        PARSERS["released"](text, types)
-    except MalformedGeneration:
-        return False
-    return True
+    sentence = parsed(parse_generation, text, types)
+    return sentence is not None and not (entities(source) - entities(sentence)) and sentence.tokens != source.tokens
 
 
 def usable_comparison(model, tokenizer, sentences: list[TaggedSentence], templates: list[str], decoding, types,
@@ -140,21 +111,20 @@ def usable_comparison(model, tokenizer, sentences: list[TaggedSentence], templat
     labels = label_tokens(types)
     keep_ids = set(tokenizer.convert_tokens_to_ids(labels)) | {tokenizer.mask_token_id}
     jobs = [Job(i, 0, None, t) for i, t in enumerate(templates)]
-    runs: dict[str, tuple[Clock, list[str], list[float]]] = {}
-    clock, outputs = released_generation(model, tokenizer, templates, decoding, code, device, keep_ids)
-    runs["released"] = (clock, outputs, [])
+    runs = {"released": (*released_generation(model, tokenizer, templates, decoding, code, device, keep_ids), [])}
     for mode in MODES:
-        with grammar_clock(device) as spent, Clock() as clock:
+        with grammar_clock(device) as spent, clocked(device) as took:
             outputs, _ = decode_jobs(model, tokenizer, jobs, OmegaConf.merge(decoding, {"constrained": mode}), labels,
                                      [code] * len(jobs), 1, device)
-        runs[mode] = (clock, outputs, spent)
+        runs[mode] = (took, outputs, spent)
     out = {}
-    for name, (clock, outputs, spent) in runs.items():
+    for name, (took, outputs, spent) in runs.items():
         good = sum(usable(text, sentences[i], types) for i, text in enumerate(outputs))
-        out[name] = {"wall_s": clock.wall, "cpu_s": clock.cpu, "usable": good, "usable_per_cpu_s": good / clock.cpu,
-                     "accepted_released_rule": sum(accepted_by_released_rule(t, types) for t in outputs),
+        out[name] = {"wall_s": took["seconds"], "cpu_s": took["cpu_s"], "usable": good,
+                     "usable_per_cpu_s": good / took["cpu_s"],
+                     "accepted_released_rule": sum(parsed(PARSERS["released"], t, types) is not None for t in outputs),
                      "grammar_s": sum(spent), "grammar_steps": len(spent),
-                     "grammar_share": sum(spent) / (clock.wall - sum(spent)) if spent else 0.0}
+                     "grammar_share": sum(spent) / (took["seconds"] - sum(spent)) if spent else 0.0}
     return out
 
 
@@ -164,12 +134,12 @@ def released_retrieval(texts: list[str], embedder: str, device) -> tuple[float, 
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(embedder, device=str(device))
-    encode_s, emb = timed(model.encode, texts)
-    start = time.perf_counter()
-    for i in range(len(emb)):
-        scores = [1 - cosine(emb[i], emb[j]) for j in range(len(emb))]
-        sorted(range(len(scores)), key=scores.__getitem__, reverse=True)
-    return encode_s, time.perf_counter() - start
+    encode_s, emb = timed(device, model.encode, texts)
+    with clocked(device) as took:
+        for i in range(len(emb)):
+            scores = [1 - cosine(emb[i], emb[j]) for j in range(len(emb))]
+            sorted(range(len(scores)), key=scores.__getitem__, reverse=True)
+    return encode_s, took["seconds"]
 
 
 def main() -> None:
@@ -188,34 +158,33 @@ def main() -> None:
     embedder_name = cfg.generation.mixner.embedder
     device = torch.device(cfg.device)
     sentences = corpus(args.sentences)
-    types = sorted({t for s in sentences for t in s.entity_types})
+    types = sorted(entity_types(sentences))
     figures: dict[str, float] = {}
-
-    from transformers import AutoModel, AutoTokenizer
-
     encoder = AutoModel.from_pretrained(model_path(encoder_name)).to(device)
     tokenizer = AutoTokenizer.from_pretrained(model_path(encoder_name))
-    seconds, (keywords, _, _) = timed(extract_keywords, encoder, tokenizer, sentences, cfg.keywords, "en", device, 1)
+    seconds, (keywords, _, _) = timed(device, extract_keywords, encoder, tokenizer, sentences, cfg.keywords, "en",
+                                      device, 1)
     figures["keywords_sentences_per_s"] = len(sentences) / seconds
     del encoder
 
     model, gen_tok = load_generator(model_path(generator_name), "en", device)
-    seconds, templates = timed(lambda: [render(dynamic_mask(skeleton(s, k), random.Random(i)), gen_tok.mask_token)
-                                        for i, (s, k) in enumerate(zip(sentences, keywords))])
+    seconds, templates = timed(device, lambda: [render(dynamic_mask(skeleton(s, k), random.Random(i)),
+                                                       gen_tok.mask_token)
+                                                for i, (s, k) in enumerate(zip(sentences, keywords))])
     figures["templates_sentences_per_s"] = len(sentences) / seconds
 
     embedder = model_path(embedder_name)
     for n in (1000, FULL_RETRIEVAL):
         texts = [" ".join(s.tokens) for s in corpus(n)]
-        seconds, _ = timed(nearest_neighbours, texts, embedder, 2, cfg.generation.mixner.batch_size, device)
+        seconds, _ = timed(device, nearest_neighbours, texts, embedder, 2, cfg.generation.mixner.batch_size, device)
         figures[f"retrieval_{n // 1000}k_seconds"] = seconds
         figures[f"retrieval_{n // 1000}k_sentences_per_s"] = n / seconds
 
     add_label_tokens(model, gen_tok, types, {})
     code = language_code(gen_tok, "en")
     jobs = [Job(i, 0, None, t) for i, t in enumerate(templates[:args.generate])]
-    seconds, _ = timed(decode_jobs, model, gen_tok, jobs, cfg.generation, label_tokens(types), [code] * len(jobs),
-                       1, device)
+    seconds, _ = timed(device, decode_jobs, model, gen_tok, jobs, cfg.generation, label_tokens(types),
+                       [code] * len(jobs), 1, device)
     figures["generation_sentences_per_s"] = len(jobs) / seconds
 
     # --- the released code's approach, same models and data
@@ -251,7 +220,8 @@ def main() -> None:
         what = ("one pipeline call per template; the released rule accepts "
                 f"{facts['accepted_released_rule']}" if name == "released" else f"batched, constrained {name}")
         grammar = (f"; the grammar {100 * facts['grammar_share']:.1f}% over the rest of decoding, "
-                   f"{1000 * facts['grammar_s'] / facts['grammar_steps']:.2f} ms a step" if facts["grammar_steps"] else "")
+                   f"{1000 * facts['grammar_s'] / facts['grammar_steps']:.2f} ms a step"
+                   if facts["grammar_steps"] else "")
         print(f"  {what}: {facts['usable']} usable in {facts['cpu_s']:.1f} CPU s "
               f"= {facts['usable_per_cpu_s']:.2f} a CPU second{grammar}")
     if args.json:

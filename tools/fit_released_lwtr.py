@@ -22,13 +22,16 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from scipy.optimize import brentq
+from scipy.stats import chi2
 
 from aclm.base.data import TaggedSentence, read_conll
+from aclm.run.cli import main_guard
 from baselines.lwtr import RELEASED_SEED, is_fixed, token_distribution
 from baselines.lwtr import replay as replay_lwtr
 
@@ -45,13 +48,6 @@ class Positions:
     k: np.ndarray
     rounds: int
 
-    @staticmethod
-    def pool(parts: Sequence["Positions"]) -> "Positions":
-        rounds = {p.rounds for p in parts}
-        if len(rounds) != 1:
-            raise ValueError(f"cannot pool files with different rounds: {sorted(rounds)}")
-        return Positions(np.concatenate([p.d for p in parts]), np.concatenate([p.k for p in parts]), rounds.pop())
-
 
 @dataclass
 class Fit:
@@ -61,6 +57,19 @@ class Fit:
     z: float                # (changed - expected) / sd at the reference p
     p: float                # maximum-likelihood p
     se: float
+
+
+@dataclass
+class Replay:
+    identical: int          # augmentations the replay writes word for word
+    total: int
+    coins: int              # eligible tokens whose coin came up (replaced, perhaps by the same word)
+    same_word: int          # ... and whose draw returned the word already there
+
+
+def pooled(parts: Sequence[Positions]) -> Positions:
+    """Several files' positions as one (every file read with the same --rounds)."""
+    return Positions(np.concatenate([p.d for p in parts]), np.concatenate([p.k for p in parts]), parts[0].rounds)
 
 
 def split_layout(gold: Sequence[TaggedSentence], released: Sequence[TaggedSentence],
@@ -100,11 +109,9 @@ def positions(gold: Sequence[TaggedSentence], groups: Sequence[Sequence[TaggedSe
 
 
 def fit(pos: Positions, p0: float = 0.3) -> Fit:
-    """Maximum likelihood of ``p`` for changes ~ Binomial(rounds, p * d), position by position.
-
-    The log-likelihood is concave in p, so bisection on its derivative finds the root (p = 1 if still
-    rising there); SE from the Fisher information sum(R d / (p (1 - p d))).
-    """
+    """Maximum likelihood of ``p`` for changes ~ Binomial(rounds, p * d), position by position: the
+    log-likelihood is concave in p, so its slope has one root (p = 1 if still rising there); SE from the
+    Fisher information sum(R d / (p (1 - p d)))."""
     d, k, rounds = pos.d, pos.k, pos.rounds
     eligible, changed = rounds * len(d), int(k.sum())
     mean0 = p0 * d
@@ -117,25 +124,9 @@ def fit(pos: Positions, p0: float = 0.3) -> Fit:
     def slope(p: float) -> float:
         return changed / p - float(((rounds - k) * d / (1 - p * d)).sum())
 
-    lo, hi = 0.0, 1.0
-    if slope(hi - 1e-12) > 0:
-        lo = hi = 1.0
-    for _ in range(60):
-        if hi - lo < 1e-12:
-            break
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
-    p = (lo + hi) / 2
+    p = 1.0 if slope(1 - 1e-12) > 0 else brentq(slope, 1e-12, 1 - 1e-12, xtol=1e-13)
     information = float((rounds * d / (p * (1 - p * d))).sum()) if p < 1 else float("inf")
     return Fit(eligible, changed, expected, z, p, 1 / math.sqrt(information) if information else float("nan"))
-
-
-@dataclass
-class Replay:
-    identical: int          # augmentations the replay writes word for word
-    total: int
-    coins: int              # eligible tokens whose coin came up (replaced, perhaps by the same word)
-    same_word: int          # ... and whose draw returned the word already there
 
 
 def replay(gold: Sequence[TaggedSentence], groups: Sequence[Sequence[TaggedSentence]], rounds: int,
@@ -172,8 +163,6 @@ def size_key(size: str) -> tuple[int, str]:
 def spread(fits: Sequence[Fit], pooled: Fit) -> tuple[float, int, float, float]:
     """Chi-square of the fitted p's around the pooled one (df = fits - 1), and the chances of one at least
     as large (the p's differ more than their standard errors allow) and at most as large (less)."""
-    from scipy.stats import chi2
-
     usable = [f for f in fits if not math.isnan(f.se) and f.se > 0]
     stat, df = sum(((f.p - pooled.p) / f.se) ** 2 for f in usable), len(usable) - 1
     return stat, df, float(chi2.sf(stat, df)), float(chi2.cdf(stat, df))
@@ -182,12 +171,9 @@ def spread(fits: Sequence[Fit], pooled: Fit) -> tuple[float, int, float, float]:
 def trend(fits: dict[str, Fit]) -> tuple[float, float]:
     """Weighted least-squares slope of the fitted p on log10(size), with its standard error."""
     numeric = [(math.log10(int(size)), f) for size, f in fits.items() if size.isdigit()]
-    w = np.array([1 / f.se ** 2 for _, f in numeric])
-    x = np.array([x for x, _ in numeric])
-    y = np.array([f.p for _, f in numeric])
-    xm = (w * x).sum() / w.sum()
-    sxx = float((w * (x - xm) ** 2).sum())
-    return float((w * (x - xm) * y).sum() / sxx), 1 / math.sqrt(sxx)
+    (slope, _), cov = np.polyfit([x for x, _ in numeric], [f.p for _, f in numeric], 1,
+                                 w=[1 / f.se for _, f in numeric], cov="unscaled")
+    return float(slope), math.sqrt(cov[0, 0])
 
 
 def table(rows: list[tuple[str, int | str, Fit]], first: str, p0: float) -> str:
@@ -197,6 +183,35 @@ def table(rows: list[tuple[str, int | str, Fit]], first: str, p0: float) -> str:
         out.append(f"| {name} | {files} | {f.eligible:,} | {f.changed:,} | {f.expected:,.1f} | "
                    f"{f.p:.4f} ± {f.se:.4f} | {f.z:+.2f} |")
     return "\n".join(out)
+
+
+def replay_row(size: str, lang: str, f: Fit, r: Replay) -> str:
+    return (f"| {size} | {lang} | {r.identical:,} of {r.total:,} | {r.coins / f.eligible:.4f} | {f.p:.4f} | "
+            f"{r.same_word:,} |")
+
+
+def summed(replays: list[Replay]) -> Replay:
+    return Replay(*map(sum, zip(*map(astuple, replays))))
+
+
+def read_files(root: Path, rounds: int, p: float, with_replay: bool):
+    """Per size, each file's (language, positions); per file, (size, language, fit, replay) when
+    ``with_replay``; and the files left out, with why."""
+    found, skipped = pairs(root)
+    by_size: dict[str, list[tuple[str, Positions]]] = {}
+    replays: list[tuple[str, str, Fit, Replay]] = []
+    for size, lang, gold_path, lwtr_path in found:
+        gold, released = read_conll(gold_path), read_conll(lwtr_path)
+        groups, problems = split_layout(gold, released, rounds)
+        if not problems:
+            pos, problems = positions(gold, groups, rounds)
+        if problems:
+            skipped.append(f"{lwtr_path.relative_to(root)}: {len(problems)} problems, first: {problems[0]}")
+            continue
+        by_size.setdefault(size, []).append((lang, pos))
+        if with_replay:
+            replays.append((size, lang, fit(pos, p), replay(gold, groups, rounds, p)))
+    return dict(sorted(by_size.items(), key=lambda item: size_key(item[0]))), replays, skipped
 
 
 def main() -> None:
@@ -212,35 +227,18 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.root / "data").is_dir():
         raise FileNotFoundError(f"{args.root / 'data'} is not a folder")
-
-    found, skipped = pairs(args.root)
-    by_size: dict[str, list[tuple[str, Positions]]] = {}
-    replays: list[tuple[str, str, Fit, Replay]] = []
-    for size, lang, gold_path, lwtr_path in found:
-        gold, released = read_conll(gold_path), read_conll(lwtr_path)
-        groups, problems = split_layout(gold, released, args.rounds)
-        if not problems:
-            pos, problems = positions(gold, groups, args.rounds)
-        if problems:
-            skipped.append(f"{lwtr_path.relative_to(args.root)}: {len(problems)} problems, first: {problems[0]}")
-            continue
-        by_size.setdefault(size, []).append((lang, pos))
-        if args.replay:
-            replays.append((size, lang, fit(pos, args.p), replay(gold, groups, args.rounds, args.p)))
+    by_size, replays, skipped = read_files(args.root, args.rounds, args.p, args.replay)
 
     size_fits = {}
-    for size in sorted(by_size, key=size_key):
+    for size, files in by_size.items():
         print(f"## {size} gold sentences\n")
-        rows = [(lang, 1, fit(pos, args.p)) for lang, pos in by_size[size]]
-        size_fits[size] = fit(Positions.pool([pos for _, pos in by_size[size]]), args.p)
-        rows.append(("all", len(rows), size_fits[size]))
+        size_fits[size] = fit(pooled([pos for _, pos in files]), args.p)
+        rows = [*[(lang, 1, fit(pos, args.p)) for lang, pos in files], ("all", len(files), size_fits[size])]
         print(table(rows, "language", args.p) + "\n")
-
-    overall = fit(Positions.pool([pos for files in by_size.values() for _, pos in files]), args.p)
+    overall = fit(pooled([pos for files in by_size.values() for _, pos in files]), args.p)
     print("## By size\n")
     rows = [(size, len(by_size[size]), f) for size, f in size_fits.items()]
-    rows.append(("all", sum(len(files) for files in by_size.values()), overall))
-    print(table(rows, "gold size", args.p) + "\n")
+    print(table([*rows, ("all", sum(len(files) for files in by_size.values()), overall)], "gold size", args.p) + "\n")
     file_fits = [fit(pos, args.p) for files in by_size.values() for _, pos in files]
     for what, fits in (("sizes", list(size_fits.values())), ("files", file_fits)):
         stat, df, above, below = spread(fits, overall)
@@ -249,28 +247,18 @@ def main() -> None:
     if sum(size.isdigit() for size in size_fits) >= 2:
         slope, se = trend(size_fits)
         print(f"Slope of p per tenfold size (weighted least squares): {slope:+.4f} ± {se:.4f} (z = {slope / se:+.2f})")
-
     if replays:
         print("\n## Replay (Dai & Adel's code, numpy seed 26)\n")
         print("| size | language | augmentations identical | coins up / eligible | fitted p | draws of the same word |")
         print("|---|---|---:|---:|---:|---:|")
-        def row(size: str, lang: str, f: Fit, r: Replay) -> str:
-            return (f"| {size} | {lang} | {r.identical:,} of {r.total:,} | {r.coins / f.eligible:.4f} | "
-                    f"{f.p:.4f} | {r.same_word:,} |")
-
-        def summed(rs: list[Replay]) -> Replay:
-            return Replay(*(sum(getattr(r, name) for r in rs) for name in ("identical", "total", "coins", "same_word")))
-
-        for size in sorted(by_size, key=size_key):
+        for size in by_size:
             mine = [(lang, f, r) for s, lang, f, r in replays if s == size]
-            print("\n".join(row(size, lang, f, r) for lang, f, r in mine))
-            print(row(size, "all", size_fits[size], summed([r for *_, r in mine])))
-        print(row("all", "all", overall, summed([r for *_, r in replays])))
+            print("\n".join(replay_row(size, lang, f, r) for lang, f, r in mine))
+            print(replay_row(size, "all", size_fits[size], summed([r for *_, r in mine])))
+        print(replay_row("all", "all", overall, summed([r for *_, r in replays])))
     if skipped:
         print("\nLeft out:\n" + "\n".join(f"- {line}" for line in skipped))
 
 
 if __name__ == "__main__":
-    from aclm.run.cli import main_guard
-
     main_guard(main)

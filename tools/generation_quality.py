@@ -37,16 +37,19 @@ EXAMPLES = 5
 LONG_ENTITY = 3
 
 
-def entities(tokens: list[str], tags: list[str]) -> Counter:
-    """The entities of a sentence as a multiset of (words, type)."""
-    return Counter((tuple(tokens[a:b]), etype) for a, b, etype in TaggedSentence(tokens, tags).spans())
+def entities(sentence: TaggedSentence) -> Counter:
+    """A sentence's entities as a multiset of (words, type)."""
+    return Counter((tuple(sentence.tokens[a:b]), etype) for a, b, etype in sentence.spans())
 
 
-def groups(src: dict, partner: dict | None) -> tuple[str, str]:
+def tagged(row: dict) -> TaggedSentence:
+    return TaggedSentence(row["tokens"], row["tags"])
+
+
+def groups(templates: list[TaggedSentence]) -> tuple[str, str]:
     """A generation's round kind and its template's entity length (the docstring's groups)."""
-    longest = max((b - a for s in (src, partner) if s for a, b, _ in TaggedSentence(s["tokens"], s["tags"]).spans()),
-                  default=0)
-    return "mixed" if partner else "plain", "long_entities" if longest >= LONG_ENTITY else "short_entities"
+    longest = max((b - a for s in templates for a, b, _ in s.spans()), default=0)
+    return "mixed" if len(templates) > 1 else "plain", "long_entities" if longest >= LONG_ENTITY else "short_entities"
 
 
 def aclm_shares(rows: list[GenerationRow], sources: list[dict]) -> tuple[dict, list[dict]]:
@@ -57,31 +60,24 @@ def aclm_shares(rows: list[GenerationRow], sources: list[dict]) -> tuple[dict, l
     for row in rows:
         src = sources[row["source"]]
         partner = sources[row["partner"]] if row.get("partner") is not None else None
-        mine = [by_group.setdefault(g, Counter()) for g in groups(src, partner)]
-        counts["generated"] += 1
-        for group in mine:
-            group["generated"] += 1
+        templates = [tagged(s) for s in (src, partner) if s]
+        mine = [by_group.setdefault(g, Counter()) for g in groups(templates)]
+        for counter in (counts, *mine):
+            counter["generated"] += 1
         if row["status"] != "kept":
             counts[f"status_{row['status'].split(':')[0]}"] += 1
             continue
-        counts["well_formed"] += 1
-        got = entities(row["tokens"], row["tags"])
-        own = entities(src["tokens"], src["tags"])
-        template = own + (entities(partner["tokens"], partner["tags"]) if partner else Counter())
-        keeps, keeps_all = not (own - got), not (template - got)
-        copies = [TaggedSentence(s["tokens"], s["tags"]) for s in (src, partner) if s]
-        copy = too_similar(TaggedSentence(row["tokens"], row["tags"]), copies, 1.0)
+        got = entities(tagged(row))
+        keeps, copy = not (entities(templates[0]) - got), too_similar(tagged(row), templates, 1.0)
         template_words = set(row["template"].split())
-        new = any(w not in template_words for w in row["tokens"])
-        counts["keeps_entities"] += keeps
-        counts["keeps_template"] += keeps_all
-        counts["not_copy"] += not copy
-        counts["new_word"] += new
-        counts["usable"] += keeps and not copy
+        counts.update(well_formed=1, keeps_entities=keeps,
+                      keeps_template=not (sum(map(entities, templates), Counter()) - got), not_copy=not copy,
+                      new_word=any(w not in template_words for w in row["tokens"]), usable=keeps and not copy)
         for group in mine:
             group.update(well_formed=1, not_copy=int(not copy), usable=int(keeps and not copy))
         if keeps and not copy and len(examples) < EXAMPLES:
-            examples.append({"source": " ".join(src["tokens"]), "partner": " ".join(partner["tokens"]) if partner else None,
+            examples.append({"source": " ".join(src["tokens"]),
+                             "partner": " ".join(partner["tokens"]) if partner else None,
                              "template": row["template"], "generation": row["generation"]})
     n = counts["generated"]
     shares = {k: round(counts[k] / n, 4) for k in ("well_formed", "keeps_entities", "keeps_template", "not_copy",
@@ -95,8 +91,7 @@ def scratch_shares(facts: dict) -> dict:
     n = facts.get("generated", 0)
     if not n:
         return {"counts": facts, "shares": {}}
-    malformed = sum(v for k, v in facts.items() if k.startswith("malformed_"))
-    well_formed = n - malformed
+    well_formed = n - sum(v for k, v in facts.items() if k.startswith("malformed_"))
     not_copy = well_formed - facts.get("copy", 0)
     return {"counts": facts, "shares": {"finished": round(1 - facts.get("malformed_truncated", 0) / n, 4),
                                         "well_formed": round(well_formed / n, 4),
@@ -108,14 +103,11 @@ def quality(method_dir: Path) -> dict:
     s5 = method_dir / layout.S5
     report = outputs.augmentation_report(method_dir / layout.S6)
     if s5.exists():
-        rows = outputs.generations(s5)
-        sources = outputs.template_rows(method_dir / layout.S3, "train")
-        out, examples = aclm_shares(rows, sources)
+        out, examples = aclm_shares(outputs.generations(s5), outputs.template_rows(method_dir / layout.S3, "train"))
     else:
         out, examples = scratch_shares(outputs.generation_facts(method_dir / layout.AUGMENT)), []
-    out["s6_added"] = report["added"]
-    out["diversity"] = report["diversity"]
-    return {"method_dir": str(method_dir), **out, "examples": examples}
+    return {"method_dir": str(method_dir), **out, "s6_added": report["added"], "diversity": report["diversity"],
+            "examples": examples}
 
 
 def main() -> None:

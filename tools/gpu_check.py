@@ -6,11 +6,8 @@
     make gpu-bundle PYTHON_VERSION=3.12   # pip's wheels + the data an offline node lacks, into gpu-bundle/
     python3 tools/gpu_check.py run --bundle gpu-bundle    # on that node: installs the bundle first
 
-Each step is a command stopped after 10 minutes; run again, the pipeline steps resume their finished
-stages. Writes results/gpu-check/gpu-check.{md,json} from every figure file in the state folder (so
-calls split over leases give one summary) and the stages' CUDA peaks to configs/gpu_peaks.json; the
-dry mode writes both to its state folder. This process imports only the standard library: on an
-offline node the project's packages come from the bundle, on PYTHONPATH for the steps alone.
+Each step stops after 10 minutes; run again, the pipeline resumes. Results and peaks: docs/gpu-check.md. This
+process imports only the standard library: on an offline node the bundle is on the steps' PYTHONPATH alone.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,13 +28,14 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))         # run as a script on a node where the project is not installed
-from tools.epoch_times import later_epochs_mean  # noqa: E402  (the standard library only, like this file)
+sys.path.insert(0, str(ROOT))         # tools is no installed package (the bundle imports tools.real_vocab)
 STEP_LIMIT = 600                      # seconds: no step may run longer
 RESULTS = ROOT / "results" / "gpu-check"
 PEAKS = ROOT / "configs" / "gpu_peaks.json"
 PAPER_PIPELINE_MIN = 40               # the paper: about 40 min per ACLM pipeline on one A100
 PAPER_NER_EPOCHS = 100
+#: The packing steps' names per method: Gold-only runs at once, or ACLM runs, each stage leasing its GPU memory
+PACKS = {"gold_only": "pack", "aclm": "pack-aclm"}
 
 
 @dataclass(frozen=True)
@@ -51,10 +50,7 @@ class Mode:
     batch_sizes: tuple[int, ...]
     constrained_sizes: tuple[int, ...]  # the batch sizes also decoded under generation.constrained=entities
     templates: int                      # templates decoded per batch-size point
-    packing: tuple[int, ...]            # Gold-only runs at once
-    pack_overrides: list[str]
-    shared_packing: tuple[int, ...]     # ACLM runs at once, each stage leasing its GPU memory (a ledger)
-    shared_overrides: list[str]
+    packing: dict[str, tuple[tuple[int, ...], list[str]]]   # per method of PACKS: runs at once, overrides
     eval_batch_sizes: tuple[int, ...]   # the dev scoring of the measured setting's S1 tagger, per batch size
     benchmark: list[str]                # tools/benchmark.py's sizes: the released approach beside ours
     llm: tuple[str, tuple[int, ...], int]   # the LLM method's writing: model shape, batch sizes, prompts each
@@ -64,13 +60,22 @@ class Mode:
         return [("off", b) for b in self.batch_sizes] + [("entities", b) for b in self.constrained_sizes]
 
 
+def later_epochs_mean(epochs: list[dict]) -> dict[str, float]:
+    """Mean train, dev-scoring and saving seconds of the epochs after the first, whose time holds the warm-up
+    (CUDA kernels, the allocator); the first's own when alone. Here, not beside torch: stage_costs.py shares it."""
+    later = epochs[1:] or epochs
+    return {part: sum(e.get(part, 0.0) for e in later) / len(later) for part in ("train", "dev", "save")}
+
+
 def real_mode(data: Path, ner_epochs: int) -> Mode:
     """Paper size and settings, but ``ner_epochs`` of the tagger's 100 (stage_costs.py scales it to 100)."""
     return Mode("cuda", "paper_shape", "cuda", ["--shape", "paper", "--text", str(data / "multiconer/en/train_full.conll")],
                 ["dataset=multiconer/en", "gold=100", "seed=1", "splits.dev_size=null", f"ner.epochs={ner_epochs}",
                  "generator.epochs=10", "generation.rounds=5"],
-                (8, 16, 32, 64, 128), (32, 128), 256, (1, 2, 4, 8), ["ner.epochs=3", "splits.dev_size=null"],
-                (1, 4, 8), ["ner.epochs=3", "generator.epochs=2", "generation.rounds=1", "splits.dev_size=null"],
+                (8, 16, 32, 64, 128), (32, 128), 256,
+                {"gold_only": ((1, 2, 4, 8), ["ner.epochs=3", "splits.dev_size=null"]),
+                 "aclm": ((1, 4, 8), ["ner.epochs=3", "generator.epochs=2", "generation.rounds=1",
+                                      "splits.dev_size=null"])},
                 (32, 64, 128, 256), ["--sentences", "1000", "--generate", "64", "--compare", "16", "--pairs-n", "500"],
                 ("qwen2.5-7b", (32, 128), 256))
 
@@ -78,9 +83,11 @@ def real_mode(data: Path, ner_epochs: int) -> Mode:
 def dry_mode() -> Mode:
     """Every step at its smallest: the tiny profile's bundled sample, one epoch each, two points per sweep."""
     return Mode("dry", "tiny", "cpu", ["--out", "models/tiny"], ["ner.epochs=1", "generator.epochs=1",
-                "generation.rounds=1"], (2, 4), (4,), 4, (1, 2), ["ner.epochs=1"],
-                (1, 2), ["ner.epochs=1", "generator.epochs=1", "generation.rounds=1"],
-                (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"], ("tiny", (2,), 4))
+                "generation.rounds=1"], (2, 4), (4,), 4,
+                {"gold_only": ((1, 2), ["ner.epochs=1"]),
+                 "aclm": ((1, 2), ["ner.epochs=1", "generator.epochs=1", "generation.rounds=1"])},
+                (8, 32), ["--sentences", "16", "--generate", "4", "--compare", "2", "--pairs-n", "20"],
+                ("tiny", (2,), 4))
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -119,11 +126,10 @@ def plan(mode: Mode, state: Path, python: str, bundle: Optional[Path]) -> list[t
               measure("tagger-subtokens", "tagger-subtokens", {"epochs": 5}, *setting),
               ("benchmark", script("benchmark.py", "--json", str(state / "figures" / "benchmark.json"),
                                    *mode.benchmark, *on))]
-    for method, sizes, overrides in (("gold_only", mode.packing, mode.pack_overrides),
-                                     ("aclm", mode.shared_packing, mode.shared_overrides)):
-        prefix = "pack" if method == "gold_only" else "pack-aclm"
-        steps += [measure(f"{prefix}-{jobs}", "packing", {"jobs": jobs, "method": method,
-                          "run_dir": str(state / "runs" / f"{prefix}-{jobs}")}, *on, *overrides) for jobs in sizes]
+    for method, (sizes, overrides) in mode.packing.items():
+        steps += [measure(f"{PACKS[method]}-{jobs}", "packing", {"jobs": jobs, "method": method,
+                          "run_dir": str(state / "runs" / f"{PACKS[method]}-{jobs}")}, *on, *overrides)
+                  for jobs in sizes]
     return steps
 
 
@@ -288,6 +294,11 @@ def cuda_tests(path: Path) -> Optional[str]:
             f"{failed}, {len(outcomes['skipped'])} skipped.")
 
 
+def packed(figures: dict, method: str) -> list[dict]:
+    """The packing figures of ``method``, fewest runs at once first."""
+    return sorted((f for n, f in figures.items() if re.fullmatch(rf"{PACKS[method]}-\d+", n)), key=lambda f: f["jobs"])
+
+
 def speedups(packs: list[dict]) -> dict[int, float]:
     """Runs per hour at each number of runs at once against one run alone; empty without that run."""
     base = next((p["runs_per_hour"] for p in packs if p["jobs"] == 1), None)
@@ -311,12 +322,10 @@ def cost_lines(figures: dict, mode: Mode) -> list[str]:
                   f"{low / 60:.1f} min if S7 trains on gold alone (as S1), {high / 60:.1f} min if on gold + R x gold "
                   f"at every epoch; the paper: about {PAPER_PIPELINE_MIN} min on one A100.")
     table1 = costs.get("table1", {})
-    best = {prefix: max(speedups([figures[n] for n in figures if n.startswith(f"{prefix}-") and
-                                  n[len(prefix) + 1:].isdigit()]).items(), key=lambda jr: jr[1], default=None)
-            for prefix in ("pack", "pack-aclm")}
+    best = {m: max(speedups(packed(figures, m)).items(), key=lambda jr: jr[1], default=None) for m in PACKS}
 
-    def hours(end: str, packed: bool) -> float:
-        return sum(sums[end] / ((best["pack" if m == "gold_only" else "pack-aclm"] or (1, 1.0))[1] if packed else 1.0)
+    def hours(end: str, pack: bool) -> float:     # every method but Gold-only packs as ACLM runs
+        return sum(sums[end] / ((best["gold_only" if m == "gold_only" else "aclm"] or (1, 1.0))[1] if pack else 1.0)
                    for m, sums in table1["methods"].items()) / 3600
 
     def packing(what: str, jr) -> str:
@@ -326,8 +335,8 @@ def cost_lines(figures: dict, mode: Mode) -> list[str]:
         official = [t / 3600 for t in table1["official_test_sets"]]
         lines += ["", f"Table 1 ({sum(table1['runs'].values())} runs), one run at a time: {hours('low', False):.0f} "
                       f"GPU-hours if S7 trains on gold alone, {hours('high', False):.0f} on gold + R x gold. Packed as "
-                      f"measured here ({packing('Gold-only', best['pack'])}; "
-                      f"{packing('the other methods as ACLM runs', best['pack-aclm'])}): {hours('low', True):.0f} to "
+                      f"measured here ({packing('Gold-only', best['gold_only'])}; "
+                      f"{packing('the other methods as ACLM runs', best['aclm'])}): {hours('low', True):.0f} to "
                       f"{hours('high', True):.0f} GPU-hours. Scored on the official MultiCoNER test sets instead of "
                       f"{table1['sentences_per_test_set']:,.0f}-sentence ones, one run at a time: {official[0]:.0f} "
                       f"to {official[1]:.0f} GPU-hours more."]
@@ -389,9 +398,9 @@ def throughput_lines(figures: dict, mode: Mode) -> list[str]:
                    [f"| {p['batch_size']} | {p['prompts']} | {p['prompt_tokens_mean']:.0f} | {p['max_new_tokens']} | "
                     f"{p['responses_per_s']:.2f} | {1000 / p['responses_per_s']:.0f} | {fmt(p['cuda_peak_mb'])} |"
                     for p in llm])
-    for prefix, sizes, what in (("pack", mode.packing, "N Gold-only runs at once"), ("pack-aclm", mode.shared_packing,
-                                "N ACLM runs at once, each stage leasing its memory as under `JOBS=auto`")):
-        packs = [figures[f"{prefix}-{j}"] for j in sizes if f"{prefix}-{j}" in figures]
+    for method, what in (("gold_only", "N Gold-only runs at once"),
+                         ("aclm", "N ACLM runs at once, each stage leasing its memory as under `JOBS=auto`")):
+        packs = packed(figures, method)
         ratios = speedups(packs)
         lines += table(f"Runs packed on one GPU (`make -j N`: {what}, from scratch)", "runs at once | wall s | runs/h | "
                        "speed-up | GPU memory in use MB | S1 CUDA peak MB per run",

@@ -9,25 +9,48 @@ Writes the figures of one measurement to a JSON file: its options are a JSON obj
 from __future__ import annotations
 
 import argparse
+import cProfile
+import csv
 import json
 import os
+import pstats
+import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator, Optional
+from unittest.mock import patch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))         # run as a script on a node where the project is not installed
 
+import torch
+from omegaconf import OmegaConf
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from aclm.base.config import load_config
+from aclm.base.data import TaggedSentence, entity_types
+from aclm.base.datasets import load_split
+from aclm.base.runtime import library_versions, seed_everything, select_device
+from aclm.engine import memory
+from aclm.experiments import packing
+from aclm.steps.constraints import template_entities
+from aclm.steps.generation import Job, decode_jobs
+from aclm.steps.generator import add_label_tokens, load_generator
+from aclm.steps.labels import parse_generation
+from aclm.steps.ner import LABEL_TYPE, load_tagger, to_flair, train_tagger
+from aclm.steps.screening import MalformedGeneration
+from aclm.steps.templates import render, skeleton
+from baselines import llm
+from baselines.linearize import screen, tag_vocabulary
+from tools.tiny_models import train_gpt2_tokenizer
+
 
 def measure_environment(overrides: list[str]) -> dict:
-    import torch
-
-    from aclm.base.runtime import library_versions
-
     facts = {"cuda": torch.cuda.is_available(), "torch_cuda": torch.version.cuda, "libraries": library_versions()}
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
@@ -37,41 +60,34 @@ def measure_environment(overrides: list[str]) -> dict:
 
 
 @contextmanager
-def clocked(device) -> Iterator[dict]:
-    """The block's seconds and CUDA peak memory (MB; None off CUDA), the GPU's queue drained at both ends."""
-    import torch
-
+def clocked(device: torch.device) -> Iterator[dict]:
+    """The block's ``seconds`` (wall), ``cpu_s`` (this process, every thread) and ``cuda_peak_mb`` (None off
+    CUDA), the GPU's queue drained at both ends: the one clock of the measurement tools."""
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     took: dict = {}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     yield took
     if cuda:
         torch.cuda.synchronize()
-    took["seconds"] = time.perf_counter() - start
-    took["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None
+    took.update(seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu,
+                cuda_peak_mb=round(torch.cuda.max_memory_allocated() / 2**20) if cuda else None)
+
+
+def parsed(parse, *args) -> Optional[TaggedSentence]:
+    """``parse(*args)``, or None for a malformed generation."""
+    try:
+        return parse(*args)
+    except MalformedGeneration:
+        return None
 
 
 def measure_generation(overrides: list[str], batch_size: int, templates: int) -> dict:
     """Templates/s, CUDA peak and the share that parse and keep their entities, at one batch size with the
     paper's decoding (5 beams, top-k 10, up to 100 tokens) under the overrides' ``generation.constrained``.
     Random weights never stop early: an upper bound."""
-    import random
-
-    import torch
-    from omegaconf import OmegaConf
-
-    from aclm.base.config import load_config
-    from aclm.base.datasets import load_split
-    from aclm.steps.constraints import template_entities
-    from aclm.steps.generation import Job, decode_jobs
-    from aclm.steps.generator import add_label_tokens, load_generator
-    from aclm.steps.labels import parse_generation
-    from aclm.steps.screening import MalformedGeneration
-    from aclm.steps.templates import render, skeleton
-
     cfg = load_config(overrides)
     device = torch.device(cfg.device)
     model, tokenizer = load_generator(cfg.generator.model, "en")
@@ -79,20 +95,16 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
     rng = random.Random(1)                 # entities kept, 30% of the other words as keywords
     jobs = [Job(i, 0, None, render(skeleton(s, [w for w in range(len(s)) if rng.random() < 0.3]), tokenizer.mask_token))
             for i, s in enumerate(sentences[i % len(sentences)] for i in range(templates))]
-    types = sorted({t for s in sentences for _, _, t in s.spans()})
+    types = sorted(entity_types(sentences))
     labels = add_label_tokens(model, tokenizer, types, dict(cfg.generator.label_token_init))
     model.to(device)
     decoding = OmegaConf.merge(load_config(["profile=paper"]).generation,
                                {"batch_size": batch_size, "constrained": cfg.generation.constrained})
     with clocked(device) as took:
         outputs, _ = decode_jobs(model, tokenizer, jobs, decoding, labels, [tokenizer.src_lang] * len(jobs), 1, device)
-    kept = 0
-    for job, text in zip(jobs, outputs):
-        try:
-            parse_generation(text, types, tokenizer.mask_token)
-        except MalformedGeneration:
-            continue
-        kept += template_entities(text, labels) == template_entities(job.template, labels)
+    kept = sum(parsed(parse_generation, text, types, tokenizer.mask_token) is not None
+               and template_entities(text, labels) == template_entities(job.template, labels)
+               for job, text in zip(jobs, outputs))
     return {"batch_size": batch_size, "constrained": decoding.constrained, "templates": len(jobs),
             "seconds": round(took["seconds"], 2), "templates_per_s": round(len(jobs) / took["seconds"], 2),
             "parse_and_keep_entities": round(kept / len(jobs), 3), "cuda_peak_mb": took["cuda_peak_mb"]}
@@ -113,16 +125,6 @@ def measure_llm_generation(overrides: list[str], batch_size: int, prompts: int, 
     """Responses/s and CUDA peak of the LLM method's writing (``baselines.llm.write``: its prompts, grammar and
     sampling) with a random model of ``shape`` in bf16 and a byte-level BPE trained on the dataset's text (8k
     pieces cut English about as Qwen's do).  Random weights never end a response: an upper bound."""
-    import torch
-    from omegaconf import OmegaConf
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from aclm.base.config import load_config
-    from aclm.base.datasets import load_split
-    from baselines import llm
-    from baselines.linearize import screen, tag_vocabulary
-    from tools.tiny_models import train_gpt2_tokenizer
-
     cfg = load_config(overrides)
     device = torch.device(cfg.device)
     sentences = [s for s in load_split(cfg.dataset, "train", cfg.data_dir) if s.spans()][:max(prompts, 100)]
@@ -141,7 +143,7 @@ def measure_llm_generation(overrides: list[str], batch_size: int, prompts: int, 
     finally:
         torch.set_default_dtype(default)
     m = OmegaConf.merge(cfg.llm, {"batch_size": batch_size})
-    types = sorted({t for s in sentences for _, _, t in s.spans()})
+    types = sorted(entity_types(sentences))
     shown = llm.demonstrations(["en"] * len(sentences), m.shots, 1, cfg.seed)[:prompts]
     texts = [llm.prompt_text(tokenizer, llm.instruction(m.prompt, [sentences[j] for j in js], "en", types,
                                                         m.type_names)) for js in shown]
@@ -160,73 +162,51 @@ def measure_llm_generation(overrides: list[str], batch_size: int, prompts: int, 
 def measure_dev_scoring(overrides: list[str], run_dir: str, batch_sizes: list[int]) -> dict:
     """The pipeline's S1 tagger scoring dev as flair's trainer does each epoch, per batch size: seconds without
     and with flair's per-epoch ``dev.tsv`` (the stage no longer writes it), CUDA peak, same spans at every size?"""
-    import tempfile
-
-    from aclm.base.config import load_config
-    from aclm.base.datasets import load_split
-    from aclm.base.runtime import select_device
-    from aclm.steps.ner import LABEL_TYPE, load_tagger, to_flair
-
     cfg = load_config(overrides)
     device = select_device(cfg.device)
     tagger = load_tagger(next(Path(run_dir).rglob("s1_ner/best-model.pt")))
     dev = load_split(cfg.dataset, "dev", cfg.data_dir)
 
-    def score(batch_size: int, out_path: Optional[Path]) -> tuple[float, int, list]:
+    def score(batch_size: int, out_path: Optional[Path]) -> tuple[dict, list]:
         sentences = to_flair(dev)
         with clocked(device) as took:
             tagger.evaluate(sentences, gold_label_type=LABEL_TYPE, mini_batch_size=batch_size, out_path=out_path,
                             embedding_storage_mode="none")
-        spans = [[(l.unlabeled_identifier, l.value) for l in s.get_labels("predicted")] for s in sentences]
-        return took["seconds"], took["cuda_peak_mb"], spans
+        return took, [[(l.unlabeled_identifier, l.value) for l in s.get_labels("predicted")] for s in sentences]
 
     score(batch_sizes[0], None)                     # warm-up: kernels, allocator
     points, first = [], None
     with tempfile.TemporaryDirectory() as tmp:
         for size in batch_sizes:
-            seconds, peak, spans = score(size, None)
-            with_file, _, _ = score(size, Path(tmp) / "dev.tsv")
+            took, spans = score(size, None)
+            with_file, _ = score(size, Path(tmp) / "dev.tsv")
             first = spans if first is None else first
-            points.append({"batch_size": size, "seconds": round(seconds, 3), "with_dev_file_s": round(with_file, 3),
-                           "cuda_peak_mb": peak, "same_spans_as_first": spans == first})
+            points.append({"batch_size": size, "seconds": round(took["seconds"], 3),
+                           "with_dev_file_s": round(with_file["seconds"], 3), "cuda_peak_mb": took["cuda_peak_mb"],
+                           "same_spans_as_first": spans == first})
     return {"sentences": len(dev), "points": points}
 
 
 def tagger_setting(overrides: list[str], epochs: int) -> tuple:
     """The measured S1 tagger's config (``epochs`` epochs), its first 100 train sentences, dev set and types."""
-    from aclm.base.config import load_config
-    from aclm.base.datasets import load_split
-    from aclm.base.runtime import select_device
-
     cfg = load_config([*overrides, f"ner.epochs={epochs}"])
     select_device(cfg.device)
     train, dev = load_split(cfg.dataset, "train", cfg.data_dir)[:100], load_split(cfg.dataset, "dev", cfg.data_dir)
-    return cfg, train, dev, sorted({t for s in train + dev for _, _, t in s.spans()})
+    return cfg, train, dev, sorted(entity_types(train + dev))
 
 
 def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> dict:
     """A paper-size tagger's epochs by function (cProfile, own time) and GPU kernel time (torch.profiler)."""
-    import cProfile
-    import pstats
-    import tempfile
-
-    import torch
-
-    from aclm.base.runtime import seed_everything
-    from aclm.steps.ner import train_tagger
-
     cfg, train, dev, types = tagger_setting(overrides, epochs)
     seed_everything(cfg.seed)
     profiler, figures = cProfile.Profile(), {}
     with tempfile.TemporaryDirectory() as out:
         kernels = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) \
             if torch.cuda.is_available() else None
-        start = time.perf_counter()
-        with kernels or nullcontext():
+        with clocked(select_device(cfg.device)) as took, kernels or nullcontext():
             profiler.enable()
             _, facts = train_tagger(cfg.ner, train, dev, types, Path(out))
             profiler.disable()
-        seconds = time.perf_counter() - start
     if kernels:
         busy = [e for e in kernels.key_averages() if e.self_device_time_total > 0]
         figures.update(gpu_kernel_s=round(sum(e.self_device_time_total for e in busy) / 1e6, 3),
@@ -234,7 +214,7 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> 
     rows = sorted(((f"{Path(file).name}:{line}({name})", calls, own, total)
                    for (file, line, name), (_, calls, own, total, _) in pstats.Stats(profiler).stats.items()),
                   key=lambda r: -r[2])
-    return {"epochs": epochs, "seconds": round(seconds, 2), "training": facts, **figures,
+    return {"epochs": epochs, "seconds": round(took["seconds"], 2), "training": facts, **figures,
             "by_own_time": [{"function": f, "calls": c, "own_s": round(o, 3), "cumulative_s": round(t, 3)}
                             for f, c, o, t in rows[:top]]}
 
@@ -242,16 +222,6 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> 
 def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
     """S1's tagger trained twice from one seed, sub-tokens batched and with flair's loops: epoch seconds, same
     dev scores? 3 untimed epochs first, so neither timed run pays the process's warm-up."""
-    import csv
-    import tempfile
-    from contextlib import nullcontext
-    from unittest.mock import patch
-
-    from omegaconf import OmegaConf
-
-    from aclm.base.runtime import seed_everything
-    from aclm.steps.ner import train_tagger
-
     cfg, train, dev, types = tagger_setting(overrides, epochs)
     with tempfile.TemporaryDirectory() as out:
         seed_everything(cfg.seed)
@@ -263,7 +233,8 @@ def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
         with tempfile.TemporaryDirectory() as out, loops:
             _, facts = train_tagger(cfg.ner, train, dev, types, Path(out))
             with (Path(out) / "loss.tsv").open() as f:
-                scores = [{k: v for k, v in row.items() if k.startswith("DEV")} for row in csv.DictReader(f, delimiter="\t")]
+                rows = csv.DictReader(f, delimiter="\t")
+                scores = [{k: v for k, v in row.items() if k.startswith("DEV")} for row in rows]
         runs[name] = {"epoch_seconds": facts["epoch_seconds"], "dev": scores}
     return {"epochs": epochs, "dev_sentences": len(dev), "runs": runs,
             "same_dev_scores": runs["batched"]["dev"] == runs["flair"]["dev"]}
@@ -281,9 +252,6 @@ def gpu_memory_used() -> Optional[int]:
 def measure_packing(overrides: list[str], jobs: int, method: str, run_dir: str) -> dict:
     """``jobs`` runs of ``method`` at once from scratch, as ``make -j`` packs them; other methods than Gold-only
     lease memory from a ledger as under ``JOBS=auto`` (no GPU: 1.5 S4s, so stages do wait)."""
-    from aclm.engine import memory
-    from aclm.experiments import packing
-
     folder = Path(run_dir)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -307,13 +275,14 @@ def measure_packing(overrides: list[str], jobs: int, method: str, run_dir: str) 
     wall = time.perf_counter() - start
     stamps = [json.loads(p.read_text()) for p in sorted(folder.rglob("s1_ner/_stage.json"))]
     return {"method": method, "jobs": jobs, "wall_s": round(wall, 1), "runs_per_hour": round(jobs * 3600 / wall, 1),
-            "gpu_memory_used_mb": peak, **figures, "s1": [{"seconds": s["seconds"], **s.get("memory", {})} for s in stamps]}
+            "gpu_memory_used_mb": peak, **figures,
+            "s1": [{"seconds": s["seconds"], **s.get("memory", {})} for s in stamps]}
 
 
 MEASUREMENTS = {"environment": measure_environment, "generation": measure_generation,
-                "llm-generation": measure_llm_generation,
-                "dev-scoring": measure_dev_scoring, "tagger-profile": measure_tagger_profile,
-                "tagger-subtokens": measure_tagger_subtokens, "packing": measure_packing}
+                "llm-generation": measure_llm_generation, "dev-scoring": measure_dev_scoring,
+                "tagger-profile": measure_tagger_profile, "tagger-subtokens": measure_tagger_subtokens,
+                "packing": measure_packing}
 
 
 def main() -> None:

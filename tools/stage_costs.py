@@ -25,22 +25,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tools is no 
 
 import torch
 
-
-from aclm.base.config import load_config
 from aclm.base import registry
+from aclm.base.config import load_config
 from aclm.base.io import write_json
 from aclm.base.logs import setup_logging
-from aclm.experiments.grid import PRUNING, expand, load_grid
-from aclm.stages import layout, outputs
-from aclm.run.chain import run_method
-from aclm.run.cli import main_guard
-from aclm.stages.scores import test_names
-from aclm.stages.layout import RunLayout
-from aclm.run.naming import run_config
 from aclm.engine import stamp
 from aclm.engine.stages import folder_bytes
+from aclm.experiments.grid import PRUNING, expand, load_grid
+from aclm.run.chain import run_method
+from aclm.run.cli import main_guard
+from aclm.run.naming import run_config
+from aclm.stages import layout, outputs
 from aclm.stages.outputs import facts
-from tools.epoch_times import later_epochs_mean
+from aclm.stages.scores import test_names
+from tools.gpu_check import later_epochs_mean
+from tools.gpu_measure import clocked
 
 A100_BF16_FLOPS = 312e12           # dense bf16 peak of the paper's GPU (NVIDIA A100)
 #: sentences in one official MultiCoNER v1 test set, the smallest and the largest language's (configs/datasets.yaml)
@@ -51,18 +50,10 @@ def matmul_flops(device: str, n: int = 2048, repeats: int = 5) -> float:
     """This device's dense float32 matmul throughput (FLOP/s), the yardstick of the GPU estimate."""
     a = torch.randn(n, n, device=device)
     torch.mm(a, a)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        torch.mm(a, a)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return 2 * n ** 3 * repeats / (time.perf_counter() - start)
-
-
-def sentences_of(data: Path, split: str) -> int:
-    return facts(data)[split]
+    with clocked(torch.device(device)) as took:
+        for _ in range(repeats):
+            torch.mm(a, a)
+    return 2 * n ** 3 * repeats / took["seconds"]
 
 
 def tagger_parts(epochs_to: int, seconds: float, training: dict) -> Optional[dict[str, float]]:
@@ -83,7 +74,7 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     epochs (:func:`tagger_parts`), else from the evaluation stage's scoring rate."""
     paper = load_config(["profile=paper", f"dataset={cfg.dataset}"])
     data, scores = done[layout.DATA], list(done.values())[-1]
-    train, dev = sentences_of(data, "train"), sentences_of(data, "dev")
+    train, dev = facts(data)["train"], facts(data)["dev"]
     tests = [n for k, n in outputs.result(scores)["sizes"].items() if k.startswith("test:")]
     tested = sum(tests)
     per_scored = stamp(scores)["seconds"] / tested        # seconds per sentence the tagger scores, loading included
@@ -169,21 +160,17 @@ def scored_test_sets(dataset: str, overrides: tuple[str, ...]) -> int:
     return len(test_names(load_config(["profile=paper", f"dataset={dataset}", *overrides])))
 
 
-def baseline_costs() -> dict[str, float]:
-    """The assumed cost of each baseline's generation, as a share of ACLM's S4+S5 (none is measured here)."""
-    return {m.name: m.generation_cost for m in registry.METHODS.values() if m.generation == "augment"}
-
-
 def table1_text(table1: dict) -> str:
     """The Table 1 estimate in words, with what it assumes."""
     official = " to ".join(fmt_seconds(t).strip() for t in table1["official_test_sets"])
+    shares = {m.name: m.generation_cost for m in registry.METHODS.values() if m.generation == "augment"}  # assumed
     return (f"Table 1 ({sum(table1['runs'].values())} runs: {table1['runs']}) at this speed, one run at a time: "
             f"{fmt_seconds(table1['low']).strip()} if S7 trains on gold alone, {fmt_seconds(table1['high']).strip()} "
             f"on gold + R x gold (every generation kept).\nA cell's gold size scales the taggers' training passes "
             f"and S2 to S6 (S4 whole); loading, dev scoring and test scoring do not grow. Test scoring counts "
             f"{table1['test_scorings']} test sets of {table1['sentences_per_test_set']:,.0f} sentences; the official "
             f"MultiCoNER test sets ({' to '.join(f'{n:,}' for n in OFFICIAL_TEST_SENTENCES)} sentences each) add "
-            f"{official}. The baselines' generation costs {baseline_costs()} of ACLM's S4+S5.\n"
+            f"{official}. The baselines' generation costs {shares} of ACLM's S4+S5.\n"
             + "The optional rows (METHODS=...) add: " + "; ".join(
                 f"{m} {v['runs']} runs, {fmt_seconds(v['low']).strip()} to {fmt_seconds(v['high']).strip()}"
                 for m, v in table1["optional"].items())
@@ -205,7 +192,7 @@ def main() -> None:
     # stored as a grid's run is (its S7 tagger pruned once scored): the Table 1 estimate's runs are a grid's;
     # its folders named after the overrides, as a stage script's are, so that it resumes their stages
     cfg = run_config(["profile=paper_shape", "method=aclm", "run_dir=runs/bench", *PRUNING, *args.overrides])
-    root = RunLayout.of(cfg).root
+    root = layout.RunLayout.of(cfg).root
     if args.fresh:
         shutil.rmtree(root, ignore_errors=True)
     start = time.perf_counter()
@@ -224,10 +211,8 @@ def main() -> None:
         print(f"{r['stage']:<16}{fmt_seconds(r['seconds']):>11}{r['per_unit']:11.1f}s  {r['unit']:<13}"
               f"{r.get('peak_rss_mb', 0):9.0f}{cuda}{r['bytes_written'] / 1e6:12.1f}{r['bytes_kept'] / 1e6:9.1f}"
               f"{fmt_seconds(r['paper_seconds']):>20}")
-    pipeline = sum(r["paper_seconds"] for r in rows)
-    written = sum(r["bytes_written"] for r in rows)
-    kept = sum(r["bytes_kept"] for r in rows)
-    table1 = table1_estimate(rows, sentences_of(done[layout.DATA], "train"), sentences_of(done[layout.DATA], "dev"))
+    pipeline, written, kept = (sum(r[key] for r in rows) for key in ("paper_seconds", "bytes_written", "bytes_kept"))
+    table1 = table1_estimate(rows, facts(done[layout.DATA])["train"], facts(done[layout.DATA])["dev"])
     print(f"\none ACLM pipeline at the paper's epochs here: {fmt_seconds(pipeline).strip()} "
           f"(the paper: about 40 min on one A100)")
     print(f"bytes: {written / 1e9:.2f} GB written, {kept / 1e9:.2f} GB kept (storage.keep_models="
