@@ -74,7 +74,8 @@ def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
     epochs (:func:`tagger_parts`), else from the evaluation stage's scoring rate."""
     paper = load_config(["profile=paper", f"dataset={cfg.dataset}"])
     data, scores = done[layout.DATA], list(done.values())[-1]
-    train, dev = facts(data)["train"], facts(data)["dev"]
+    counts = facts(data)
+    train, dev = counts["train"], counts["dev"]
     tests = [n for k, n in outputs.result(scores)["sizes"].items() if k.startswith("test:")]
     tested = sum(tests)
     per_scored = stamp(scores)["seconds"] / tested        # seconds per sentence the tagger scores, loading included
@@ -212,7 +213,8 @@ def main() -> None:
               f"{r.get('peak_rss_mb', 0):9.0f}{cuda}{r['bytes_written'] / 1e6:12.1f}{r['bytes_kept'] / 1e6:9.1f}"
               f"{fmt_seconds(r['paper_seconds']):>20}")
     pipeline, written, kept = (sum(r[key] for r in rows) for key in ("paper_seconds", "bytes_written", "bytes_kept"))
-    table1 = table1_estimate(rows, facts(done[layout.DATA])["train"], facts(done[layout.DATA])["dev"])
+    counts = facts(done[layout.DATA])
+    table1 = table1_estimate(rows, counts["train"], counts["dev"])
     print(f"\none ACLM pipeline at the paper's epochs here: {fmt_seconds(pipeline).strip()} "
           f"(the paper: about 40 min on one A100)")
     print(f"bytes: {written / 1e9:.2f} GB written, {kept / 1e9:.2f} GB kept (storage.keep_models="

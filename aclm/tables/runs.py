@@ -11,6 +11,7 @@ import hashlib
 import json
 import shlex
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Optional
 
@@ -68,7 +69,7 @@ class Run:
         config = (self.result or {}).get("config")
         return config if isinstance(config, dict) else {}
 
-    @property
+    @cached_property                         # read by every grouping step of tabulate_runs: computed once a run
     def settings(self) -> Optional[Settings]:
         """What seeds of one entry share (:func:`compared`, :func:`scored_on`); None where no config was recorded."""
         recorded = isinstance((self.result or {}).get("config"), dict)
