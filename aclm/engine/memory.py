@@ -131,18 +131,19 @@ class PeakMemory:
         self.interval, self.rss_mb, self.cuda_mb = interval, 0.0, None
         self._stop = threading.Event()
 
+    def _sample_now(self) -> None:
+        self.rss_mb = max(self.rss_mb, psutil.Process().memory_info().rss / 2**20)
+
     def _sample(self) -> None:
-        process = psutil.Process()
-        while True:
-            self.rss_mb = max(self.rss_mb, process.memory_info().rss / 2**20)
-            if self._stop.wait(self.interval):
-                return
+        while not self._stop.wait(self.interval):
+            self._sample_now()
 
     def __enter__(self) -> "PeakMemory":
         import torch
 
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
+        self._sample_now()            # the sampler thread may not run before a short block ends
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         return self
@@ -156,5 +157,6 @@ class PeakMemory:
             self.cuda_mb = torch.cuda.max_memory_allocated() / 2**20
 
     def facts(self) -> dict:
+        self._sample_now()            # read inside the block, too: the latest sample may be 0.2 s old
         return {"peak_rss_mb": round(self.rss_mb, 1),
                 **({"cuda_peak_mb": round(self.cuda_mb, 1)} if self.cuda_mb is not None else {})}
