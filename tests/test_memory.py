@@ -97,9 +97,10 @@ def test_a_stage_that_does_not_fit_waits_and_a_later_small_one_does_not_pass_it(
 def test_stages_that_fit_together_run_together(ledger):
     events = FORK.Queue()
     s1, s2 = Run("s1_ner", ledger, events), Run("s2_keywords", ledger, events)          # 5 + 1 of 10 MB
+    # one reading of the ledger with both leases held; the times the runs report come after their ledger
+    # writes, so under load S2's "got" can follow S1's "freed" although both held their leases together
     assert holders(ledger) == {s1.pid: "s1_ner", s2.pid: "s2_keywords"}
-    t = timeline(events, [s1, s2])
-    assert t["s2_keywords", "got"] < t["s1_ner", "freed"]
+    timeline(events, [s1, s2])
 
 
 def test_a_dead_runs_lease_is_dropped_and_a_need_larger_than_the_card_runs_alone(ledger):

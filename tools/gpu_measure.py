@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT))         # run as a script on a node where the proj
 
 import torch
 from omegaconf import OmegaConf
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from aclm.base.config import load_config
 from aclm.base.data import TaggedSentence, entity_types
@@ -38,16 +37,10 @@ from aclm.base.datasets import load_split
 from aclm.base.runtime import library_versions, seed_everything, select_device
 from aclm.engine import memory
 from aclm.experiments import packing
-from aclm.steps.constraints import template_entities
-from aclm.steps.generation import Job, decode_jobs
-from aclm.steps.generator import add_label_tokens, load_generator
-from aclm.steps.labels import parse_generation
-from aclm.steps.ner import LABEL_TYPE, load_tagger, to_flair, train_tagger
 from aclm.steps.screening import MalformedGeneration
-from aclm.steps.templates import render, skeleton
-from baselines import llm
-from baselines.linearize import screen, tag_vocabulary
-from tools.tiny_models import train_gpt2_tokenizer
+
+# The libraries a measurement needs are imported inside it, so that `environment` reports on a node where
+# flair or transformers is missing or broken, and benchmark.py and stage_costs.py take the clock alone.
 
 
 def measure_environment(overrides: list[str]) -> dict:
@@ -88,6 +81,12 @@ def measure_generation(overrides: list[str], batch_size: int, templates: int) ->
     """Templates/s, CUDA peak and the share that parse and keep their entities, at one batch size with the
     paper's decoding (5 beams, top-k 10, up to 100 tokens) under the overrides' ``generation.constrained``.
     Random weights never stop early: an upper bound."""
+    from aclm.steps.constraints import template_entities
+    from aclm.steps.generation import Job, decode_jobs
+    from aclm.steps.generator import add_label_tokens, load_generator
+    from aclm.steps.labels import parse_generation
+    from aclm.steps.templates import render, skeleton
+
     cfg = load_config(overrides)
     device = torch.device(cfg.device)
     model, tokenizer = load_generator(cfg.generator.model, "en")
@@ -125,6 +124,12 @@ def measure_llm_generation(overrides: list[str], batch_size: int, prompts: int, 
     """Responses/s and CUDA peak of the LLM method's writing (``baselines.llm.write``: its prompts, grammar and
     sampling) with a random model of ``shape`` in bf16 and a byte-level BPE trained on the dataset's text (8k
     pieces cut English about as Qwen's do).  Random weights never end a response: an upper bound."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from baselines import llm
+    from baselines.linearize import screen, tag_vocabulary
+    from tools.tiny_models import train_gpt2_tokenizer
+
     cfg = load_config(overrides)
     device = torch.device(cfg.device)
     sentences = [s for s in load_split(cfg.dataset, "train", cfg.data_dir) if s.spans()][:max(prompts, 100)]
@@ -162,6 +167,8 @@ def measure_llm_generation(overrides: list[str], batch_size: int, prompts: int, 
 def measure_dev_scoring(overrides: list[str], run_dir: str, batch_sizes: list[int]) -> dict:
     """The pipeline's S1 tagger scoring dev as flair's trainer does each epoch, per batch size: seconds without
     and with flair's per-epoch ``dev.tsv`` (the stage no longer writes it), CUDA peak, same spans at every size?"""
+    from aclm.steps.ner import LABEL_TYPE, load_tagger, to_flair
+
     cfg = load_config(overrides)
     device = select_device(cfg.device)
     tagger = load_tagger(next(Path(run_dir).rglob("s1_ner/best-model.pt")))
@@ -197,6 +204,8 @@ def tagger_setting(overrides: list[str], epochs: int) -> tuple:
 
 def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> dict:
     """A paper-size tagger's epochs by function (cProfile, own time) and GPU kernel time (torch.profiler)."""
+    from aclm.steps.ner import train_tagger
+
     cfg, train, dev, types = tagger_setting(overrides, epochs)
     seed_everything(cfg.seed)
     profiler, figures = cProfile.Profile(), {}
@@ -222,6 +231,8 @@ def measure_tagger_profile(overrides: list[str], epochs: int, top: int = 15) -> 
 def measure_tagger_subtokens(overrides: list[str], epochs: int) -> dict:
     """S1's tagger trained twice from one seed, sub-tokens batched and with flair's loops: epoch seconds, same
     dev scores? 3 untimed epochs first, so neither timed run pays the process's warm-up."""
+    from aclm.steps.ner import train_tagger
+
     cfg, train, dev, types = tagger_setting(overrides, epochs)
     with tempfile.TemporaryDirectory() as out:
         seed_everything(cfg.seed)
