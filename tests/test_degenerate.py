@@ -225,7 +225,9 @@ def test_a_model_neither_cached_nor_reachable_is_named_in_one_line_within_second
     assert len(named) == 1 and "(ner.model)" in named[0] and "the hub is unreachable" in named[0], output[-2000:]
     assert reason in named[0], named[0]
     assert not any(word in output for word in ("Retrying", "MaxRetryError", "Max retries")), output[-2000:]
-    assert seconds < startup + 8, "transformers' retries take close to a minute: the one probe takes 3 s at most"
+    # the margin holds the check's own reading of the data under load (it ran 10.1 s of 9.7 allowed at a load of
+    # 7 with +8); transformers' retries would take close to a minute, the one probe takes 3 s at most
+    assert seconds < startup + 20, "transformers' retries take close to a minute: the one probe takes 3 s at most"
 
 
 def test_a_run_stopping_early_is_checked_for_the_models_its_stages_load(monkeypatch, tmp_path, shared_data):
