@@ -129,10 +129,12 @@ class PeakMemory:
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval, self.rss_mb, self.cuda_mb = interval, 0.0, None
-        self._stop = threading.Event()
+        self._stop, self._lock = threading.Event(), threading.Lock()
 
     def _sample_now(self) -> None:
-        self.rss_mb = max(self.rss_mb, psutil.Process().memory_info().rss / 2**20)
+        rss = psutil.Process().memory_info().rss / 2**20
+        with self._lock:              # the sampler thread and the block both sample
+            self.rss_mb = max(self.rss_mb, rss)
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
