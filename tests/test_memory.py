@@ -180,9 +180,18 @@ def test_a_stage_in_a_language_leases_that_languages_need_else_the_stages(tmp_pa
 
 
 def test_a_block_shorter_than_one_sample_still_records_its_peak(monkeypatch):
-    # the sampler thread never gets to run: what facts() says inside the block must come from the block itself
+    # the sampler thread never gets to run: the peak must come from the block's own start and end
     monkeypatch.setattr(memory.threading.Thread, "start", lambda self: None)
     monkeypatch.setattr(memory.threading.Thread, "join", lambda self: None)
     with memory.PeakMemory() as peak:
-        inside = peak.facts()["peak_rss_mb"]
-    assert inside > 0
+        pass
+    assert peak.facts()["peak_rss_mb"] > 0
+
+
+def test_a_stage_stamps_its_peak_read_after_the_block_ended(monkeypatch, tmp_path):
+    # CUDA's peak is read when the block ends: a stamp written inside the block would never hold it
+    ended, exit_block = [], memory.PeakMemory.__exit__
+    monkeypatch.setattr(memory.PeakMemory, "__exit__", lambda self, *exc: ended.append(exit_block(self, *exc)))
+    monkeypatch.setattr(memory.PeakMemory, "facts", lambda self: {"ended_first": bool(ended)})
+    run_stage("probe", tmp_path / "probe", {}, [], lambda out: {})
+    assert json.loads((tmp_path / "probe" / "_stage.json").read_text())["memory"]["ended_first"] is True

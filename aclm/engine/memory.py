@@ -129,12 +129,10 @@ class PeakMemory:
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval, self.rss_mb, self.cuda_mb = interval, 0.0, None
-        self._stop, self._lock = threading.Event(), threading.Lock()
+        self._stop = threading.Event()
 
     def _sample_now(self) -> None:
-        rss = psutil.Process().memory_info().rss / 2**20
-        with self._lock:              # the sampler thread and the block both sample
-            self.rss_mb = max(self.rss_mb, rss)
+        self.rss_mb = max(self.rss_mb, psutil.Process().memory_info().rss / 2**20)
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
@@ -145,7 +143,7 @@ class PeakMemory:
 
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
-        self._sample_now()            # the sampler thread may not run before a short block ends
+        self._sample_now()            # a block shorter than one interval still has its samples: here and at exit
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         return self
@@ -153,12 +151,13 @@ class PeakMemory:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample_now()
         import torch
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             self.cuda_mb = torch.cuda.max_memory_allocated() / 2**20
 
     def facts(self) -> dict:
-        self._sample_now()            # read inside the block, too: the latest sample may be 0.2 s old
+        """The peaks, once the block has ended (CUDA's is read at its end)."""
         return {"peak_rss_mb": round(self.rss_mb, 1),
                 **({"cuda_peak_mb": round(self.cuda_mb, 1)} if self.cuda_mb is not None else {})}

@@ -159,16 +159,17 @@ def run_stage(name: str, out_dir: Path, config: Mapping, inputs: Sequence[Path],
             raise Pruned(path)
     log.info("%s: running (%s) -> %s", name, reason, out_dir)
     lease = lease or name
-    with memory.lease(lease), atomic_dir(out_dir) as scratch, memory.PeakMemory() as peak:
-        start = time.perf_counter()           # after the lease: waiting for the GPU is not the stage's time
-        try:
-            with tensorboard.logging_into(scratch / tensorboard.FOLDER, watch):
-                found = build(scratch) or {}
-        except Exception as err:
-            if _disk_full(err, out_dir.parent):
-                raise NotKept(f"no space left on device: {name} could not write {out_dir} (free some space "
-                              f"there, or point run_dir= elsewhere)") from err
-            raise
+    with memory.lease(lease), atomic_dir(out_dir) as scratch:
+        with memory.PeakMemory() as peak:     # ended before the stamp reads it: CUDA's peak is read at its end
+            start = time.perf_counter()       # after the lease: waiting for the GPU is not the stage's time
+            try:
+                with tensorboard.logging_into(scratch / tensorboard.FOLDER, watch):
+                    found = build(scratch) or {}
+            except Exception as err:
+                if _disk_full(err, out_dir.parent):
+                    raise NotKept(f"no space left on device: {name} could not write {out_dir} (free some space "
+                                  f"there, or point run_dir= elsewhere)") from err
+                raise
         check_interrupted()           # a signal a library swallowed while the stage ran: never stamp it
         edited = edited_while_running(now["code"])
         if edited:
