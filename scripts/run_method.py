@@ -26,8 +26,8 @@ from aclm.run.estimates import duration, guesses, recorded_seconds, rest
 def list_methods() -> None:
     """The method table: name, how it generates, what it reads, what it needs."""
     for m in registry.METHODS.values():
-        extra = f"reads {', '.join(m.keys)}" if m.keys else ""
-        extra += f"; needs {', '.join(m.needs)}" if m.needs else ""
+        extra = "; ".join(([f"reads {', '.join(m.keys)}"] if m.keys else [])
+                          + ([f"needs {', '.join(m.needs)}"] if m.needs else []))
         print(f"{m.name:<17} {m.generation:<8} {m.summary}" + (f"  [{extra}]" if extra else ""))
 
 

@@ -133,6 +133,7 @@ def test_the_method_table_lists_every_method():
     listed = [line.split()[0] for line in out.splitlines()]
     assert listed == list(registry.METHODS)
     assert "needs aclm" in next(line for line in out.splitlines() if line.startswith("wikineural"))
+    assert "  [needs aclm]" in next(line for line in out.splitlines() if line.startswith("gold_only_budget"))
 
 
 def test_every_methods_augmenter_and_file_list_load_offline():
