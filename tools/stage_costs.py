@@ -69,13 +69,12 @@ def tagger_parts(epochs_to: int, seconds: float, training: dict) -> Optional[dic
             "dev": epochs_to * rest}
 
 
-def stage_rows(cfg, done: dict[str, Path]) -> list[dict]:
-    """One row per stage: its cost here and scaled to the paper's settings. A tagger scales from its recorded
-    epochs (:func:`tagger_parts`), else from the evaluation stage's scoring rate."""
+def stage_rows(cfg, done: dict[str, Path], train: int, dev: int) -> list[dict]:
+    """One row per stage: its cost here and scaled to the paper's settings (``train`` and ``dev``: the run's
+    sentence counts). A tagger scales from its recorded epochs (:func:`tagger_parts`), else from the evaluation
+    stage's scoring rate."""
     paper = load_config(["profile=paper", f"dataset={cfg.dataset}"])
-    data, scores = done[layout.DATA], list(done.values())[-1]
-    counts = facts(data)
-    train, dev = counts["train"], counts["dev"]
+    scores = list(done.values())[-1]
     tests = [n for k, n in outputs.result(scores)["sizes"].items() if k.startswith("test:")]
     tested = sum(tests)
     per_scored = stamp(scores)["seconds"] / tested        # seconds per sentence the tagger scores, loading included
@@ -199,7 +198,8 @@ def main() -> None:
     start = time.perf_counter()
     done = run_method(cfg)
     wall = time.perf_counter() - start
-    rows = stage_rows(cfg, done)
+    counts = facts(done[layout.DATA])
+    rows = stage_rows(cfg, done, counts["train"], counts["dev"])
 
     device = "cuda: " + torch.cuda.get_device_name() if cfg.device != "cpu" and torch.cuda.is_available() else "cpu"
     print(f"\n{cfg.profile}: {cfg.dataset}, gold {cfg.gold}, seed {cfg.seed}, {device}, "
@@ -213,7 +213,6 @@ def main() -> None:
               f"{r.get('peak_rss_mb', 0):9.0f}{cuda}{r['bytes_written'] / 1e6:12.1f}{r['bytes_kept'] / 1e6:9.1f}"
               f"{fmt_seconds(r['paper_seconds']):>20}")
     pipeline, written, kept = (sum(r[key] for r in rows) for key in ("paper_seconds", "bytes_written", "bytes_kept"))
-    counts = facts(done[layout.DATA])
     table1 = table1_estimate(rows, counts["train"], counts["dev"])
     print(f"\none ACLM pipeline at the paper's epochs here: {fmt_seconds(pipeline).strip()} "
           f"(the paper: about 40 min on one A100)")
